@@ -1,0 +1,32 @@
+"""sequence_ai_core: a client for cloud robot policies that keeps the arm moving."""
+
+from ._version import __version__
+from .errors import (
+    AuthError,
+    ChunkExhausted,
+    InvalidRequest,
+    InvalidResponse,
+    OutOfCredit,
+    PermissionDenied,
+    SequencesError,
+    Unavailable,
+)
+from .types import ActionChunk, ImageFrame, Model, Observation, Prediction, Proprioception
+
+__all__ = [
+    "ActionChunk",
+    "AuthError",
+    "ChunkExhausted",
+    "ImageFrame",
+    "InvalidRequest",
+    "InvalidResponse",
+    "Model",
+    "Observation",
+    "OutOfCredit",
+    "PermissionDenied",
+    "Prediction",
+    "Proprioception",
+    "SequencesError",
+    "Unavailable",
+    "__version__",
+]

@@ -1,0 +1,175 @@
+"""Typed errors, and the one place where a gateway answer becomes one.
+
+A controller must tell "wait 118 s for a cold worker" from "stop and page someone", so every
+failure is a ``SequencesError`` subclass carrying the status, the parsed body and the request
+id. No httpx exception escapes this package; the transport maps them here.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+from typing import Any
+
+
+class SequencesError(Exception):
+    """Base of every error this package raises."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: Any = None,
+        request_id: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.body = body
+        self.request_id = request_id
+        self.code = code
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.status is not None:
+            parts.append(f"status={self.status}")
+        if self.code:
+            parts.append(f"code={self.code}")
+        if self.request_id:
+            parts.append(f"request_id={self.request_id}")
+        return " ".join(parts) if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, status={self.status}, request_id={self.request_id!r})"
+
+
+class AuthError(SequencesError):
+    """401: the key is missing or wrong. Retrying will not help."""
+
+
+class PermissionDenied(AuthError):
+    """403: the key is valid but may not use this model or endpoint."""
+
+
+class OutOfCredit(SequencesError):
+    """402: credit or budget exhausted. Stop, hold, top up."""
+
+
+class InvalidRequest(SequencesError):
+    """400/404/409/410/413/422: deterministic; the request must change."""
+
+
+class Unavailable(SequencesError):
+    """Transient: 429, 502/503/504, timeouts, connection failures. ``warming`` marks a cold
+    worker, with ``retry_after_s`` the gateway's estimate of the wait."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        warming: bool = False,
+        retry_after_s: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.warming = warming
+        self.retry_after_s = retry_after_s
+
+
+class InvalidResponse(SequencesError):
+    """A 200 answer that is not a usable chunk. Nothing from it reaches the robot."""
+
+
+class ChunkExhausted(SequencesError):
+    """``next_action()`` found an empty buffer and had no observation to refill it."""
+
+
+INVALID_REQUEST_STATUSES = frozenset({400, 404, 409, 410, 413, 422})
+TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
+_CREDIT_CODES = frozenset({"insufficient_credit", "budget_exhausted"})
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """``Retry-After`` as seconds: delta-seconds or an HTTP date; None if absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _fields(body: Any) -> dict[str, Any]:
+    """Flatten both error body shapes into one dict of known fields.
+
+    older: {"detail": "text"} or {"detail": {"status", "retry_after_s", "message", ...}}
+    newer: {"detail": "text", "code", "retryable", "retry_after_s", "request_id", "hint", ...}
+    """
+    out: dict[str, Any] = {}
+    if not isinstance(body, Mapping):
+        if isinstance(body, str) and body.strip():
+            out["message"] = body.strip()[:500]
+        return out
+    detail = body.get("detail")
+    if isinstance(detail, Mapping):
+        out["message"] = detail.get("message") or detail.get("detail")
+        out["code"] = detail.get("code") or detail.get("status")
+        out["retry_after_s"] = detail.get("retry_after_s")
+    elif isinstance(detail, str):
+        out["message"] = detail
+    for key in ("code", "retry_after_s", "request_id", "hint", "message"):
+        if body.get(key) is not None and out.get(key) is None:
+            out[key] = body[key]
+    return out
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 and seconds == seconds else None
+
+
+def error_from_response(
+    status: int,
+    body: Any,
+    *,
+    headers: Mapping[str, str] | None = None,
+    request_id: str | None = None,
+) -> SequencesError:
+    """Map a non-2xx gateway answer to its typed error. The server's message passes through."""
+    info = _fields(body)
+    code = info.get("code") if isinstance(info.get("code"), str) else None
+    message = str(info.get("message") or f"gateway answered HTTP {status}")
+    if info.get("hint"):
+        message = f"{message} (hint: {info['hint']})"
+    rid = str(info.get("request_id") or request_id or "") or None
+    common: dict[str, Any] = {"status": status, "body": body, "request_id": rid, "code": code}
+
+    if status == 401 or code == "unauthenticated":
+        return AuthError(message, **common)
+    if status == 403 or code == "forbidden":
+        return PermissionDenied(message, **common)
+    if status == 402 or code in _CREDIT_CODES:
+        return OutOfCredit(message, **common)
+    if status in INVALID_REQUEST_STATUSES:
+        return InvalidRequest(message, **common)
+    if status in TRANSIENT_STATUSES:
+        retry_after = _seconds(info.get("retry_after_s"))
+        if retry_after is None and headers is not None:
+            retry_after = parse_retry_after(headers.get("retry-after"))
+        warming = status == 503 and code in ("warming", "warming_up")
+        return Unavailable(message, warming=warming, retry_after_s=retry_after, **common)
+    return SequencesError(message, **common)
