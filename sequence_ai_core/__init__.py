@@ -1,6 +1,7 @@
 """sequence_ai_core: a client for cloud robot policies that keeps the arm moving."""
 
 from ._version import __version__
+from .catalogue import models
 from .errors import (
     AuthError,
     ChunkExhausted,
@@ -11,6 +12,8 @@ from .errors import (
     SequencesError,
     Unavailable,
 )
+from .images import encode_image
+from .policy import Policy, connect
 from .types import ActionChunk, ImageFrame, Model, Observation, Prediction, Proprioception
 
 __all__ = [
@@ -24,9 +27,13 @@ __all__ = [
     "Observation",
     "OutOfCredit",
     "PermissionDenied",
+    "Policy",
     "Prediction",
     "Proprioception",
     "SequencesError",
     "Unavailable",
     "__version__",
+    "connect",
+    "encode_image",
+    "models",
 ]

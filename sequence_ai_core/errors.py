@@ -8,6 +8,7 @@ id. No httpx exception escapes this package; the transport maps them here.
 from __future__ import annotations
 
 import email.utils
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -43,7 +44,10 @@ class SequencesError(Exception):
         return " ".join(parts) if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.message!r}, status={self.status}, request_id={self.request_id!r})"
+        return (
+            f"{type(self).__name__}({self.message!r}, status={self.status}, "
+            f"request_id={self.request_id!r})"
+        )
 
 
 class AuthError(SequencesError):
@@ -98,9 +102,11 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -122,10 +128,14 @@ def _fields(body: Any) -> dict[str, Any]:
     detail = body.get("detail")
     if isinstance(detail, Mapping):
         out["message"] = detail.get("message") or detail.get("detail")
-        out["code"] = detail.get("code") or detail.get("status")
+        code = detail.get("code") or detail.get("status")
+        out["code"] = code if isinstance(code, str) else None
         out["retry_after_s"] = detail.get("retry_after_s")
     elif isinstance(detail, str):
         out["message"] = detail
+    elif isinstance(detail, list):  # FastAPI validation errors: [{"loc", "msg", "type"}, ...]
+        texts = [str(i["msg"]) for i in detail if isinstance(i, Mapping) and i.get("msg")]
+        out["message"] = "; ".join(texts) or None
     for key in ("code", "retry_after_s", "request_id", "hint", "message"):
         if body.get(key) is not None and out.get(key) is None:
             out[key] = body[key]
@@ -137,9 +147,9 @@ def _seconds(value: Any) -> float | None:
         return None
     try:
         seconds = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):  # a huge JSON integer overflows float()
         return None
-    return seconds if seconds >= 0 and seconds == seconds else None
+    return seconds if seconds >= 0 and math.isfinite(seconds) else None
 
 
 def error_from_response(
@@ -155,7 +165,8 @@ def error_from_response(
     message = str(info.get("message") or f"gateway answered HTTP {status}")
     if info.get("hint"):
         message = f"{message} (hint: {info['hint']})"
-    rid = str(info.get("request_id") or request_id or "") or None
+    # Our own X-Seq-Request-Id wins: it is the id our logs carry. The body keeps the server's.
+    rid = str(request_id or info.get("request_id") or "") or None
     common: dict[str, Any] = {"status": status, "body": body, "request_id": rid, "code": code}
 
     if status == 401 or code == "unauthenticated":
@@ -169,7 +180,8 @@ def error_from_response(
     if status in TRANSIENT_STATUSES:
         retry_after = _seconds(info.get("retry_after_s"))
         if retry_after is None and headers is not None:
-            retry_after = parse_retry_after(headers.get("retry-after"))
+            lowered = {str(k).lower(): v for k, v in headers.items()}
+            retry_after = parse_retry_after(lowered.get("retry-after"))
         warming = status == 503 and code in ("warming", "warming_up")
         return Unavailable(message, warming=warming, retry_after_s=retry_after, **common)
     return SequencesError(message, **common)

@@ -45,7 +45,10 @@ class ImageFrame:
     timestamp_ms: int | None = None
 
     def __repr__(self) -> str:
-        return f"ImageFrame(view={self.view!r}, {len(self.data)} bytes, timestamp_ms={self.timestamp_ms})"
+        return (
+            f"ImageFrame(view={self.view!r}, {len(self.data)} bytes, "
+            f"timestamp_ms={self.timestamp_ms})"
+        )
 
 
 @dataclass(frozen=True)

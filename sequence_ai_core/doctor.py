@@ -1,0 +1,182 @@
+"""``sequence-ai doctor``: is this machine ready to drive a robot from the gateway?
+
+Each check prints one verdict line. The key itself is never printed, only where it came from.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .credentials import resolve_api_key_with_source
+from .errors import (
+    AuthError,
+    InvalidRequest,
+    OutOfCredit,
+    PermissionDenied,
+    SequencesError,
+    Unavailable,
+)
+from .images import encode_image
+from .transport import Transport, VerifyArg
+from .types import Model, Observation, Proprioception
+from .wire import encode_act_request, parse_models, parse_prediction
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    verdict: str  # OK / WARN / FAIL / SKIP
+    detail: str
+
+    def line(self) -> str:
+        return f"[{self.verdict:>4}] {self.name}: {self.detail}"
+
+
+@dataclass
+class DoctorSettings:
+    base_url: str
+    api_key: str | None = None
+    verify: VerifyArg = True
+    samples: int = 5
+    model: str | None = None
+    act: bool = True
+
+
+def _transport(settings: DoctorSettings, key: str | None) -> Transport:
+    return Transport(settings.base_url, key, timeout_s=30.0, verify=settings.verify)
+
+
+def check_key(settings: DoctorSettings) -> tuple[Check, str | None]:
+    try:
+        key, source = resolve_api_key_with_source(settings.api_key)
+    except ValueError as exc:
+        return Check("API key", FAIL, str(exc)), None
+    if key is None:
+        hint = "run `sequence-ai login` or set $SEQUENCES_API_KEY"
+        return Check("API key", FAIL, f"no key found ({hint})"), None
+    return Check("API key", OK, f"found in {source}"), key
+
+
+def check_reachable(settings: DoctorSettings) -> tuple[Check, list[Model]]:
+    transport = _transport(settings, None)
+    try:
+        body, _, latency = transport.request("GET", "/v1/models", params={"endpoint": "act"})
+        catalogue = parse_models(body)
+    except SequencesError as exc:
+        return Check("gateway reachable", FAIL, f"{settings.base_url}: {exc}"), []
+    finally:
+        transport.close()
+    detail = f"{settings.base_url} answered in {latency * 1000:.0f} ms, {len(catalogue)} act models"
+    return Check("gateway reachable", OK, detail), catalogue
+
+
+def minimal_observation(model: Model) -> Observation:
+    """The smallest plausible observation: zero joints, black frames for every camera."""
+    black = np.zeros((8, 8, 3), dtype=np.uint8)
+    frames = [encode_image(black, view=view, size=(8, 8)) for view in model.camera_views]
+    joints = [0.0] * max(1, model.action_dim)
+    return Observation(Proprioception(joint_positions=joints), images=frames, instruction="")
+
+
+def check_credit(settings: DoctorSettings, key: str, catalogue: list[Model]) -> Check:
+    name = "key valid and credit"
+    if not settings.act:
+        return Check(name, SKIP, "skipped (--no-act)")
+    chosen = [m for m in catalogue if settings.model in (None, m.id, m.short_id)]
+    if not chosen:
+        return Check(name, SKIP, f"model {settings.model or '(any)'} not in the catalogue")
+    model = chosen[0]
+    transport = _transport(settings, key)
+    try:
+        body = encode_act_request(model.id, minimal_observation(model), {})
+        answer, request_id, _ = transport.request("POST", "/v1/act", json_body=body)
+        parse_prediction(answer, request_id=request_id, latency_s=0.0)
+    except PermissionDenied as exc:
+        return Check(name, FAIL, f"key may not use {model.short_id}: {exc}")
+    except AuthError as exc:
+        return Check(name, FAIL, f"key rejected: {exc}")
+    except OutOfCredit as exc:
+        return Check(name, FAIL, f"key valid, out of credit: {exc}")
+    except Unavailable as exc:
+        if exc.warming:
+            wait = f"~{exc.retry_after_s:.0f} s" if exc.retry_after_s is not None else "a while"
+            return Check(name, WARN, f"key valid; {model.short_id} is warming up ({wait})")
+        return Check(name, WARN, f"could not tell: {exc}")
+    except InvalidRequest as exc:
+        return Check(name, WARN, f"key accepted, test request refused: {exc}")
+    except SequencesError as exc:
+        return Check(name, FAIL, f"test request failed: {exc}")
+    finally:
+        transport.close()
+    return Check(name, OK, f"one act request on {model.short_id} succeeded")
+
+
+def _timed_models_call(transport: Transport) -> float:
+    _, _, latency = transport.request("GET", "/v1/models")
+    return latency
+
+
+def measure_latency(settings: DoctorSettings) -> tuple[list[float], list[float]]:
+    """N catalogue calls on one kept-alive connection, then N calls each on a new one."""
+    reused: list[float] = []
+    transport = _transport(settings, None)
+    try:
+        _timed_models_call(transport)  # opens the connection; not counted
+        reused = [_timed_models_call(transport) for _ in range(settings.samples)]
+    finally:
+        transport.close()
+    fresh: list[float] = []
+    for _ in range(settings.samples):
+        transport = _transport(settings, None)
+        try:
+            fresh.append(_timed_models_call(transport))
+        finally:
+            transport.close()
+    return reused, fresh
+
+
+def check_latency(settings: DoctorSettings) -> Check:
+    name = "latency"
+    try:
+        reused, fresh = measure_latency(settings)
+    except SequencesError as exc:
+        return Check(name, FAIL, str(exc))
+    kept = statistics.median(reused)
+    new = statistics.median(fresh)
+    ratio = new / kept if kept > 0 else float("inf")
+    detail = (
+        f"median of {settings.samples}: {kept * 1000:.1f} ms on one kept-alive connection, "
+        f"{new * 1000:.1f} ms on new connections ({ratio:.2f}x)"
+    )
+    return Check(name, OK, detail)
+
+
+def run_doctor(settings: DoctorSettings, emit: Callable[[str], None] = print) -> bool:
+    """Run every check, emitting one line each; True when nothing failed."""
+    checks: list[Check] = []
+
+    def record(check: Check) -> None:
+        checks.append(check)
+        emit(check.line())
+
+    key_check, key = check_key(settings)
+    record(key_check)
+    reach_check, catalogue = check_reachable(settings)
+    record(reach_check)
+    if key is None or reach_check.verdict == FAIL:
+        record(Check("key valid and credit", SKIP, "needs a key and a reachable gateway"))
+    else:
+        record(check_credit(settings, key, catalogue))
+    if reach_check.verdict == FAIL:
+        record(Check("latency", SKIP, "gateway unreachable"))
+    else:
+        record(check_latency(settings))
+    failed = [c.name for c in checks if c.verdict == FAIL]
+    emit("verdict: " + ("ready" if not failed else "NOT ready (" + ", ".join(failed) + ")"))
+    return not failed
