@@ -21,6 +21,8 @@ _SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
 def _array_to_rgb(image: npt.NDArray[np.generic]) -> Image.Image:
     if image.dtype != np.uint8:
         raise ValueError(f"image array must be uint8, got {image.dtype}")
+    if image.size == 0:
+        raise ValueError(f"image array is empty, shape {image.shape}")
     if image.ndim == 2:
         return Image.fromarray(np.ascontiguousarray(image)).convert("RGB")
     if image.ndim == 3 and image.shape[2] == 3:
