@@ -2,6 +2,7 @@
 
 from ._version import __version__
 from .catalogue import models
+from .engine import EngineConfig, PlaybackEngine, Tick
 from .errors import (
     AuthError,
     ChunkExhausted,
@@ -13,6 +14,7 @@ from .errors import (
     Unavailable,
 )
 from .images import encode_image
+from .outcome import RunOutcome
 from .policy import Policy, connect
 from .types import ActionChunk, ImageFrame, Model, Observation, Prediction, Proprioception
 
@@ -20,6 +22,7 @@ __all__ = [
     "ActionChunk",
     "AuthError",
     "ChunkExhausted",
+    "EngineConfig",
     "ImageFrame",
     "InvalidRequest",
     "InvalidResponse",
@@ -27,10 +30,13 @@ __all__ = [
     "Observation",
     "OutOfCredit",
     "PermissionDenied",
+    "PlaybackEngine",
     "Policy",
     "Prediction",
     "Proprioception",
+    "RunOutcome",
     "SequencesError",
+    "Tick",
     "Unavailable",
     "__version__",
     "connect",

@@ -1,0 +1,67 @@
+"""What one episode did: the record ``run()`` returns and the ROS node publishes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+def _fmt(value: float, unit: str = "s", scale: float = 1.0, digits: int = 3) -> str:
+    return "-" if not math.isfinite(value) else f"{value * scale:.{digits}f}{unit}"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Counts and timings of one episode.
+
+    ``reason`` is ``completed`` (``max_actions`` reached), ``validate`` (the validator refused
+    an action), ``estop``, ``stopped`` (stopped from outside) or ``raised:<Class>`` (a typed
+    error ended the episode; it is in ``error``). Every reason but ``completed`` means hold
+    was called.
+    """
+
+    actions: int
+    chunks: int
+    elapsed_s: float
+    underruns: int
+    underrun_s: float
+    max_gap_s: float
+    stopped_early: bool
+    reason: str
+    max_seam_jump: float
+    action_space: str | None
+    skipped_stale: int
+    retries: int
+    requests: int
+    latency_p50_s: float
+    latency_p95_s: float
+    staleness_p50_s: float
+    staleness_p95_s: float
+    duty_cycle: float
+    error: BaseException | None = None
+    #: Number of separate underrun spells (runs of consecutive underrun ticks).
+    stalls: int = 0
+    #: Steps passed over because a tick came late (the plan is indexed by time).
+    skipped_late: int = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"RunOutcome({self.actions} actions over {self.chunks} chunks in "
+            f"{self.elapsed_s:.1f}s, {self.reason})"
+        )
+
+    def summary(self) -> str:
+        """A few readable lines for logs and the demo."""
+        duty = "-" if not math.isfinite(self.duty_cycle) else f"{self.duty_cycle:.1%}"
+        lines = [
+            repr(self),
+            f"  duty cycle {duty}, underruns {self.underruns} ({self.stalls} stalls, "
+            f"{self.underrun_s:.2f}s), max gap {_fmt(self.max_gap_s, ' ms', 1000, 0)}",
+            f"  refill latency p50/p95 {_fmt(self.latency_p50_s)}/{_fmt(self.latency_p95_s)}, "
+            f"staleness p50/p95 {_fmt(self.staleness_p50_s)}/{_fmt(self.staleness_p95_s)}",
+            f"  {self.requests} requests, {self.retries} retries, {self.skipped_stale} stale "
+            f"steps skipped, max seam jump {self.max_seam_jump:.4f} ({self.action_space})",
+        ]
+        if self.error is not None:
+            lines.append(f"  error: {self.error}")
+        return "\n".join(lines)

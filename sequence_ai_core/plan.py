@@ -1,0 +1,227 @@
+"""The time-indexed plan: chunks on one timeline, and the step due at a given time.
+
+A chunk's step *i* is due at ``anchor + i/hz``. The anchor is the monotonic time the chunk's
+observation was taken plus the run's *lag*. Why a lag and not the observation time alone:
+a chunk covers 0.5-2.1 s and the round trip takes ~0.8 s, so anchored at its observation a
+0.50 s chunk would be entirely in the past when it arrives. Instead, a chunk that arrives
+while the arm holds still (first chunk, after an underrun) plays from its first step (the
+arm did not move meanwhile, so that step is still the right next command) and its round trip
+becomes the lag; later chunks are anchored at observation time plus that same lag. So every
+chunk continues one timeline: no backward yank at a swap, chunks shorter than the round trip
+stay playable, and a chunk that comes back later than its slot skips the steps it missed.
+The lag then follows a high quantile of the refill time (``adapt_lag``). A newer chunk
+replaces the older one from its anchor on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InvalidResponse
+from .types import ABSOLUTE_SPACES, VELOCITY_SPACES, ActionChunk, FloatArray, Prediction
+
+#: A tick up to this fraction of a period early still plays the step due: sleeps and timers
+#: overshoot by milliseconds, and a tick landing just before a slot must not replay a step.
+DUE_TOLERANCE = 0.25
+#: Spaces where a step whose time has passed may be skipped. A skipped delta would move the
+#: arm somewhere the model never asked for, so delta (and unknown) spaces play every step.
+SKIPPING_SPACES = ABSOLUTE_SPACES | VELOCITY_SPACES
+#: Hysteresis before the lag shrinks, so latency jitter does not make the timeline wobble.
+LAG_SHRINK_PERIODS = 2
+
+
+def checked_period(chunk: ActionChunk, control_hz: float | None = None) -> float:
+    """The period to play ``chunk`` at, after checking it again: the wire layer validates
+    answers too, but nothing non-finite or misshapen may reach the arm even if it did not."""
+    steps = chunk.steps
+    dim = chunk.action_dim
+    if not isinstance(steps, np.ndarray) or steps.ndim != 2 or steps.shape[0] < 1:
+        raise InvalidResponse("action chunk has no steps or is not a 2-D array")
+    if steps.shape[1] != dim or not np.all(np.isfinite(steps)):
+        raise InvalidResponse(f"action chunk is not finite {dim}-dim steps")
+    hz = control_hz or chunk.control_frequency_hz
+    if not (math.isfinite(hz) and hz > 0):
+        raise InvalidResponse(f"chunk control frequency {hz} is not positive")
+    return 1.0 / hz
+
+
+@dataclass
+class PlannedChunk:
+    prediction: Prediction
+    seq: int
+    observed_at: float
+    anchor: float
+    period_s: float
+    first_index: int | None = None
+    last_index: int = -1
+    ramp: FloatArray | None = None
+
+    @property
+    def chunk(self) -> ActionChunk:
+        return self.prediction.action_chunk
+
+    @property
+    def skips(self) -> bool:
+        return self.chunk.action_space in SKIPPING_SPACES
+
+    def index_at(self, now: float) -> int:
+        return math.floor((now - self.anchor) / self.period_s + DUE_TOLERANCE)
+
+    def end(self, now: float) -> float:
+        """When this chunk's last step ends (in order-played spaces: from ``now`` on)."""
+        if self.skips or self.first_index is None:
+            return self.anchor + len(self.chunk) * self.period_s
+        return now + (len(self.chunk) - self.last_index - 1) * self.period_s
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    planned: PlannedChunk
+    index: int
+    #: The planned values, before seam smoothing (seams are measured on these).
+    raw: FloatArray
+    #: What to send: ``raw`` plus the remaining seam ramp.
+    action: FloatArray
+    new_chunk: bool
+    #: Steps of a newly started chunk that were due before it arrived.
+    skipped_stale: int
+    #: Steps passed over because this tick came late (more than 3/4 period).
+    skipped_late: int
+
+
+class ChunkPlan:
+    def __init__(self, smooth_seam: int = 0) -> None:
+        self.lag_s = 0.0
+        #: A tick time the plan was (re)started at: anchors are kept on its period grid.
+        self._origin: float | None = None
+        self._smooth_seam = smooth_seam
+        self._chunks: list[PlannedChunk] = []
+        self._last_sent: FloatArray | None = None
+
+    def add(
+        self,
+        prediction: Prediction,
+        *,
+        seq: int,
+        observed_at: float,
+        period_s: float,
+        now: float,
+        holding: bool,
+        restart: bool = False,
+    ) -> PlannedChunk | None:
+        """Place an arrived chunk on the timeline; None if it is older than the chunk
+        playing or every step of it is already past.
+
+        ``holding``: nothing is playing now. A chunk later than the timeline then starts at
+        once from its first step and its round trip becomes the lag (the lag only grows this
+        way; it shrinks in ``adapt_lag``). A chunk early for the timeline waits for its slot,
+        because requests in flight were timed for that timeline, unless ``restart`` (nothing
+        else in flight: a fresh start, as in the closed loop).
+        """
+        anchor = self._on_grid(observed_at + self.lag_s, period_s)
+        if holding and (restart or anchor <= now + DUE_TOLERANCE * period_s):
+            self._origin = now
+            latency_lag = max(0.0, round((now - observed_at) / period_s) * period_s)
+            self._set_lag(latency_lag if restart else max(self.lag_s, latency_lag), period_s)
+            anchor = now
+        elif not holding:
+            playing = self.playing()
+            if playing is not None and observed_at < playing.observed_at:
+                return None
+        planned = PlannedChunk(prediction, seq, observed_at, anchor, period_s)
+        if not holding and planned.skips and planned.index_at(now) >= len(planned.chunk):
+            return None
+        self._chunks.append(planned)
+        self._chunks.sort(key=lambda p: p.observed_at)
+        return planned
+
+    def adapt_lag(self, expected_latency_s: float, period_s: float) -> None:
+        """Move the lag toward the expected refill time by at most one period per chunk.
+
+        A lag below the refill time skips steps and starves pipelining; one far above it
+        plays needlessly old plans. One period per swap keeps the seam within about a step.
+        """
+        target = round(expected_latency_s / period_s) * period_s
+        if target > self.lag_s + period_s / 2:
+            self._set_lag(self.lag_s + period_s, period_s)
+        elif target < self.lag_s - LAG_SHRINK_PERIODS * period_s:
+            self._set_lag(max(0.0, self.lag_s - period_s), period_s)
+
+    def _set_lag(self, lag_s: float, period_s: float) -> None:
+        """Chunks waiting for their slot move with the timeline, or the first to start
+        would jump by the change."""
+        self.lag_s = lag_s
+        for planned in self._chunks:
+            if planned.first_index is None:
+                planned.anchor = self._on_grid(planned.observed_at + lag_s, period_s)
+
+    def _on_grid(self, time_s: float, period_s: float) -> float:
+        """The nearest slot of the grid the plan plays on. Observations are taken at ticks,
+        but a tick can run late; anchored off the grid, a chunk would start a step early or
+        late and the next seam would jump by up to two steps (measured under load)."""
+        if self._origin is None:
+            return time_s
+        return self._origin + round((time_s - self._origin) / period_s) * period_s
+
+    def due(self, now: float) -> tuple[PlannedChunk, int] | None:
+        """The chunk that owns ``now`` (the newest anchored by then) and its step due."""
+        owner = None
+        for position, planned in enumerate(self._chunks):
+            if planned.anchor <= now + DUE_TOLERANCE * planned.period_s:
+                owner = position
+        if owner is None:
+            return None
+        del self._chunks[:owner]  # replaced from the newer chunk's anchor on
+        planned = self._chunks[0]
+        index = max(0, planned.index_at(now)) if planned.skips else planned.last_index + 1
+        return (planned, index) if index < len(planned.chunk) else None
+
+    def take(self, now: float) -> PlannedStep | None:
+        """Consume the step due at ``now``; None when nothing is planned for now."""
+        due = self.due(now)
+        if due is None:
+            return None
+        planned, index = due
+        raw = planned.chunk.steps[index]
+        new_chunk = planned.first_index is None
+        skipped = late = 0
+        if new_chunk:
+            planned.first_index = index
+            skipped = index if planned.skips else 0
+            if self._smooths(planned):
+                assert self._last_sent is not None
+                planned.ramp = self._last_sent - raw
+        else:
+            late = max(0, index - planned.last_index - 1)
+        planned.last_index = index
+        action = np.array(raw, dtype=np.float64)
+        if planned.ramp is not None and planned.first_index is not None:
+            done = index - planned.first_index
+            if done < self._smooth_seam:
+                action += planned.ramp * (1.0 - (done + 1) / (self._smooth_seam + 1))
+        self._last_sent = action
+        return PlannedStep(planned, index, raw, action.copy(), new_chunk, skipped, late)
+
+    def _smooths(self, planned: PlannedChunk) -> bool:
+        """Ramp out of the last sent action: absolute spaces only, never the first chunk."""
+        return (
+            self._smooth_seam > 0
+            and planned.chunk.action_space in ABSOLUTE_SPACES
+            and self._last_sent is not None
+        )
+
+    def end(self, now: float) -> float:
+        """When the planned steps run out (``now`` if nothing is planned)."""
+        return max([now] + [planned.end(now) for planned in self._chunks])
+
+    def pending(self, now: float) -> bool:
+        """A chunk is waiting for its anchor."""
+        return any(p.first_index is None and p.anchor > now for p in self._chunks)
+
+    def playing(self) -> PlannedChunk | None:
+        """The chunk that owns the timeline now (it has played at least one step)."""
+        started = [p for p in self._chunks if p.first_index is not None]
+        return started[-1] if started else None

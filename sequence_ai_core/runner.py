@@ -1,0 +1,235 @@
+"""``Policy.run()``: the blocking control loop around ``PlaybackEngine``.
+
+Which loop to use:
+
+- ``policy.next_action(observation)`` — the simplest loop. It requests a chunk when its buffer
+  is empty and blocks meanwhile, so the arm stops for one round trip per chunk. Fine for
+  trying a model out; it never prefetches.
+- ``policy.run(observe, act, max_actions=...)`` — this module. It paces ``act`` to the
+  chunk's rate, keeps refills in flight ahead of time and measures the result.
+- ``PlaybackEngine.tick`` — for a loop you already own (a ROS timer, a real-time thread):
+  call it once per period and publish what it returns.
+
+Errors: a typed ``SequencesError`` ends the episode; hold is called and the returned
+``RunOutcome`` has ``reason="raised:<Class>"`` and the error in ``.error`` (a controller
+usually wants the counts of the failed episode as much as the error). That includes an
+observation the client refuses to send (e.g. a NaN joint reading: ``InvalidRequest``). Any
+other exception, from ``observe``, ``act``, ``validate`` or a callback, is a bug in the
+caller's code: hold is called, then it propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Protocol
+
+from .engine import DEFAULT_MAX_IN_FLIGHT, EngineConfig, PlaybackEngine, PolicyLike, Tick
+from .errors import SequencesError
+from .outcome import RunOutcome
+from .types import FloatArray, Observation, Prediction
+
+#: Poll interval while waiting for the first chunk (the rate is not known yet).
+WAITING_POLL_S = 0.005
+
+_warned_unvalidated = False
+_warn_lock = threading.Lock()
+
+
+class Player(Protocol):
+    """What ``drive`` needs: ``PlaybackEngine`` is one; the benchmarks add baselines."""
+
+    @property
+    def period_s(self) -> float | None: ...
+
+    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick: ...
+
+    def wait_any(self, timeout_s: float) -> bool: ...
+
+    def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome: ...
+
+
+class GuardedPolicy(PolicyLike, Protocol):
+    def _driving(self) -> Any: ...
+
+
+def run_policy(
+    policy: GuardedPolicy,
+    observe: Callable[[], Observation | None],
+    act: Callable[[FloatArray], None],
+    *,
+    max_actions: int,
+    validate: Callable[[FloatArray], bool] | None = None,
+    hold: Callable[[], None] | None = None,
+    on_chunk: Callable[[Prediction], None] | None = None,
+    on_underrun: Callable[[float], None] | None = None,
+    prefetch: bool = True,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    startup_timeout_s: float = 0.0,
+    smooth_seam: int = 0,
+    **options: Any,
+) -> RunOutcome:
+    """Play ``max_actions`` actions through ``act``, refilling ahead of time.
+
+    ``observe()`` returns the current Observation (or None when inputs are not ready; nothing
+    is sent that tick). ``validate(action)`` runs before every ``act``; False stops the run
+    (reason ``validate``). ``hold()`` is called exactly once on every early stop and never on
+    completion. ``prefetch=False`` is the strictly closed loop (request only when nothing is
+    left to play). ``startup_timeout_s`` waits for a warming worker before the first action.
+    ``smooth_seam=N`` ramps absolute-space seams over N steps. Other keyword arguments are
+    passed to ``/v1/act`` (e.g. ``seed``). The handle is held for the whole run: a second
+    thread driving it raises ``SequencesError`` at once.
+    """
+    if isinstance(max_actions, bool) or not isinstance(max_actions, int) or max_actions <= 0:
+        raise ValueError(f"max_actions must be a positive int, got {max_actions!r}")
+    if validate is None:
+        _warn_unvalidated()
+    with policy._driving():  # first: a second driver is refused before anything is sent
+        config = EngineConfig(  # checks the arguments before any I/O
+            prefetch=prefetch,
+            max_in_flight=max_in_flight,
+            smooth_seam=smooth_seam,
+            startup_timeout_s=startup_timeout_s,
+            control_hz=policy.control_hz,
+            options=options,
+        )
+        covers_s, period_s = _catalogue_timing(policy)
+        if prefetch:
+            config = replace(config, expected_covers_s=covers_s)
+        engine = PlaybackEngine(policy, config, on_chunk=on_chunk, on_underrun=on_underrun)
+        try:
+            return drive(
+                engine,
+                observe,
+                act,
+                max_actions=max_actions,
+                validate=validate,
+                hold=hold,
+                period_hint_s=period_s,
+            )
+        finally:
+            engine.close()
+
+
+def drive(
+    player: Player,
+    observe: Callable[[], Observation | None],
+    act: Callable[[FloatArray], None],
+    *,
+    max_actions: int,
+    validate: Callable[[FloatArray], bool] | None = None,
+    hold: Callable[[], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    period_hint_s: float | None = None,
+) -> RunOutcome:
+    """The paced loop shared by ``run_policy`` and the benchmark baselines.
+
+    ``period_hint_s`` (the catalogue's rate) paces the ticks before the first chunk too, so
+    that every observation is taken on the same tick grid the plan is played on: anchors
+    off that grid would cost up to a step at a seam. Without it, waiting ticks poll.
+    """
+    pacer = _Pacer(clock, sleep)
+    acted = 0
+    held = False
+
+    def stop_and_hold() -> None:
+        nonlocal held
+        if not held:
+            held = True
+            if hold is not None:
+                hold()
+
+    try:
+        while acted < max_actions:
+            now = clock()
+            tick = player.tick(now, observe)
+            if tick.action is not None:
+                if validate is not None and not validate(tick.action):
+                    stop_and_hold()
+                    return _finish(player, "validate", acted)
+                act(tick.action)
+                acted += 1
+                if acted == max_actions:
+                    break
+            period = player.period_s or period_hint_s
+            if tick.kind == "waiting" and period is None:
+                started = clock()
+                if not player.wait_any(WAITING_POLL_S) and clock() - started < WAITING_POLL_S:
+                    sleep(WAITING_POLL_S)  # nothing in flight (inputs not ready, retry later)
+            else:
+                pacer.wait(now, period)
+    except SequencesError as exc:
+        stop_and_hold()
+        return replace(_finish(player, f"raised:{type(exc).__name__}", acted), error=exc)
+    except BaseException:
+        stop_and_hold()
+        raise
+    return _finish(player, "completed", acted)
+
+
+def _finish(player: Player, reason: str, acted: int) -> RunOutcome:
+    outcome = player.outcome(reason=reason, stopped_early=reason != "completed")
+    return replace(outcome, actions=acted)
+
+
+class _Pacer:
+    """Absolute deadlines ``t0 + n * period`` from the first paced tick: time spent in
+    ``observe``/``act`` is absorbed, errors do not accumulate, and when more than a period
+    late the missed deadlines are dropped (the plan is indexed by time, not by ticks)."""
+
+    def __init__(self, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
+        self._clock = clock
+        self._sleep = sleep
+        self._t0: float | None = None
+        self._period = 0.0
+        self._n = 0
+
+    def wait(self, tick_at: float, period_s: float | None) -> None:
+        if period_s is None:
+            self._sleep(WAITING_POLL_S)
+            return
+        if self._t0 is None or period_s != self._period:
+            self._t0, self._period, self._n = tick_at, period_s, 0
+        self._n += 1
+        now = self._clock()
+        deadline = self._t0 + self._n * self._period
+        if deadline > now:
+            self._sleep(deadline - now)
+        elif now - deadline > self._period:
+            self._n = math.floor((now - self._t0) / self._period)
+
+
+def _catalogue_timing(policy: GuardedPolicy) -> tuple[float | None, float | None]:
+    """(seconds a chunk covers, control period) from the catalogue; (None, None) when it
+    cannot be read: the first chunk will tell, at the cost of a stall at the first seam for
+    chunks shorter than the round trip."""
+    describe = getattr(policy, "describe", None)
+    if describe is None:
+        return None, None
+    try:
+        entry = describe()
+        covers, hz = float(entry.covers_seconds), float(policy.control_hz or entry.control_hz)
+    except SequencesError:
+        return None, None
+    if not (math.isfinite(covers) and covers > 0 and math.isfinite(hz) and hz > 0):
+        return None, None
+    return covers, 1.0 / hz
+
+
+def _warn_unvalidated() -> None:
+    global _warned_unvalidated
+    with _warn_lock:
+        if _warned_unvalidated:
+            return
+        _warned_unvalidated = True
+    warnings.warn(
+        "run() without validate=: model actions reach act() checked only for finiteness "
+        "and size; pass validate= with your robot's limits",
+        UserWarning,
+        stacklevel=3,
+    )

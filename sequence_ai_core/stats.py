@@ -1,0 +1,180 @@
+"""Bounded sample windows and the playback bookkeeping every driver shares.
+
+``PlaybackStats`` turns a stream of ticks into the numbers a ``RunOutcome`` reports, so the
+engine, ``run()`` and the benchmark baselines all measure the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+
+import numpy as np
+
+from .outcome import RunOutcome
+from .types import FloatArray
+
+
+def quantile(values: Iterable[float], q: float) -> float:
+    """The q-quantile (0..1, linear interpolation) of values; NaN when there are none."""
+    data = np.fromiter(values, dtype=np.float64)
+    if data.size == 0:
+        return math.nan
+    return float(np.quantile(data, q))
+
+
+class SampleWindow:
+    """The most recent ``size`` samples, with cached quantiles (ticks ask every period)."""
+
+    def __init__(self, size: int) -> None:
+        if size <= 0:
+            raise ValueError("window size must be positive")
+        self._samples: deque[float] = deque(maxlen=size)
+        self._cache: dict[float, float] = {}
+
+    def add(self, value: float) -> None:
+        self._samples.append(float(value))
+        self._cache.clear()
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def quantile(self, q: float) -> float:
+        if q not in self._cache:
+            self._cache[q] = quantile(self._samples, q)
+        return self._cache[q]
+
+    def max(self) -> float:
+        return max(self._samples) if self._samples else math.nan
+
+
+class PlaybackStats:
+    """Counts for one episode: commands, underruns, gaps, seams, staleness.
+
+    Time accounting: each command covers one period from its tick. Underrun seconds are the
+    time between the first command and the last tick that no command covered; duty cycle is
+    covered time over covered plus underrun time (waiting before the first command is
+    neither).
+    """
+
+    def __init__(self, window: int = 10_000) -> None:
+        self.actions = 0
+        self.chunks_played = 0
+        self.underruns = 0
+        self.stalls = 0
+        self.underrun_s = 0.0
+        self.max_gap_s = 0.0
+        self.max_seam_jump = 0.0
+        self.skipped_stale = 0
+        self.skipped_late = 0
+        self.staleness = SampleWindow(window)
+        #: Refill latency: from the tick that observed to the tick that saw the answer.
+        self.latency = SampleWindow(window)
+        self.first_action_at: float | None = None
+        self._last_action_at: float | None = None
+        self._last_period = 0.0
+        self._last_raw: FloatArray | None = None
+        self._open_gap_s = 0.0
+
+    @property
+    def in_underrun(self) -> bool:
+        return self._open_gap_s > 0.0
+
+    def action(
+        self, now: float, raw: FloatArray, *, period_s: float, new_chunk: bool, staleness_s: float
+    ) -> None:
+        """A command was issued. ``raw`` is the planned step before any seam blending."""
+        if self._last_action_at is None:
+            self.first_action_at = now
+        else:
+            gap = now - self._last_action_at
+            self.max_gap_s = max(self.max_gap_s, gap)
+            if self.in_underrun:  # scheduling jitter between two commands is not a stall
+                self.underrun_s += max(0.0, gap - self._last_period)
+        if new_chunk:
+            self.chunks_played += 1
+            if self._last_raw is not None and self._last_raw.shape == raw.shape:
+                jump = float(np.max(np.abs(raw - self._last_raw)))
+                self.max_seam_jump = max(self.max_seam_jump, jump)
+        self.actions += 1
+        self.staleness.add(staleness_s)
+        self._last_action_at = now
+        self._last_period = period_s
+        self._last_raw = raw
+        self._open_gap_s = 0.0
+
+    def underrun(self, now: float) -> float:
+        """A tick after the first command with nothing to play; returns the gap so far."""
+        if self._last_action_at is None:
+            return 0.0
+        if self._open_gap_s == 0.0:
+            self.stalls += 1
+        self.underruns += 1
+        gap = now - self._last_action_at
+        self._open_gap_s = max(gap, 1e-9)
+        return gap
+
+    def underrun_seconds(self) -> float:
+        """Closed gaps plus the one still open (through the slot of its latest tick)."""
+        return self.underrun_s + self._open_gap_s
+
+    def duty_cycle(self) -> float:
+        """Fraction of time since the first command that a command covered."""
+        covered = self.actions * self._last_period
+        total = covered + self.underrun_seconds()
+        return covered / total if total > 0 else math.nan
+
+    def live(self) -> dict[str, float | int]:
+        """The counts for live diagnostics."""
+        return {
+            "actions": self.actions,
+            "chunks": self.chunks_played,
+            "underruns": self.underruns,
+            "stalls": self.stalls,
+            "underrun_s": self.underrun_seconds(),
+            "max_gap_s": self.max_gap_s,
+            "max_seam_jump": self.max_seam_jump,
+            "duty_cycle": self.duty_cycle(),
+            "skipped_stale": self.skipped_stale,
+            "skipped_late": self.skipped_late,
+            "latency_p50_s": self.latency.quantile(0.5),
+            "latency_p95_s": self.latency.quantile(0.95),
+            "staleness_p50_s": self.staleness.quantile(0.5),
+            "staleness_p95_s": self.staleness.quantile(0.95),
+        }
+
+    def outcome(
+        self,
+        *,
+        reason: str,
+        stopped_early: bool,
+        elapsed_s: float,
+        action_space: str | None,
+        retries: int,
+        requests: int,
+        error: BaseException | None,
+    ) -> RunOutcome:
+        return RunOutcome(
+            actions=self.actions,
+            chunks=self.chunks_played,
+            elapsed_s=elapsed_s,
+            underruns=self.underruns,
+            underrun_s=self.underrun_seconds(),
+            max_gap_s=self.max_gap_s,
+            stopped_early=stopped_early,
+            reason=reason,
+            max_seam_jump=self.max_seam_jump,
+            action_space=action_space,
+            skipped_stale=self.skipped_stale,
+            retries=retries,
+            requests=requests,
+            latency_p50_s=self.latency.quantile(0.5),
+            latency_p95_s=self.latency.quantile(0.95),
+            staleness_p50_s=self.staleness.quantile(0.5),
+            staleness_p95_s=self.staleness.quantile(0.95),
+            duty_cycle=self.duty_cycle(),
+            error=error,
+            stalls=self.stalls,
+            skipped_late=self.skipped_late,
+        )
