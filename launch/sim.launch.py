@@ -1,0 +1,135 @@
+"""Everything on one machine, no robot and no credit: the gateway simulator, a simulated arm
+and the policy node, configured and activated, with an episode started automatically.
+
+    ros2 launch sequence_ai_ros sim.launch.py [model:=lingbot-va-5b] [output_type:=joint_trajectory]
+
+The simulator's key is taken from $SEQUENCES_SIM_API_KEY or generated for this launch; it
+reaches the simulator and the node through their environments only, never a parameter.
+"""
+
+import os
+import secrets
+
+import launch.events  # also binds `launch` (LaunchDescription)
+import lifecycle_msgs.msg
+from launch.actions import (
+    DeclareLaunchArgument,
+    EmitEvent,
+    ExecuteProcess,
+    OpaqueFunction,
+    RegisterEventHandler,
+    TimerAction,
+)
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import LifecycleNode, Node
+from launch_ros.event_handlers import OnStateTransition
+from launch_ros.events.lifecycle import ChangeState
+from launch_ros.substitutions import ExecutableInPackage
+
+from sequence_ai_core.sim import CATALOGUE
+
+PACKAGE = "sequence_ai_ros"
+
+
+def _transition(node, transition_id):
+    return EmitEvent(
+        event=ChangeState(
+            lifecycle_node_matcher=launch.events.matches_action(node),
+            transition_id=transition_id,
+        )
+    )
+
+
+def _policy_parameters(model, output_type, port):
+    entry = CATALOGUE[model]
+    views = list(entry.camera_views)
+    return {
+        "model": model,
+        "base_url": f"http://127.0.0.1:{port}",
+        "output_type": output_type,
+        "joint_names": [f"joint_{i + 1}" for i in range(entry.joint_count)],
+        "gripper_joint": "gripper",
+        "gripper_dims": 1,
+        "gripper_topic": "gripper_command",
+        "camera_views": views,
+        "camera_topics": [f"camera/{view}/image_raw/compressed" for view in views],
+        "camera_encodings": ["compressed"] * len(views),
+        "autostart": True,
+        "max_actions": 100000,
+        "startup_timeout_s": 30.0,
+        "hardware_id": "sim_arm",
+    }
+
+
+def _launch(context):
+    model = LaunchConfiguration("model").perform(context)
+    output_type = LaunchConfiguration("output_type").perform(context)
+    port = LaunchConfiguration("port").perform(context)
+    latency = LaunchConfiguration("latency").perform(context)
+    if model not in CATALOGUE:
+        raise RuntimeError(f"model must be one of {sorted(CATALOGUE)}, got {model!r}")
+    key = os.environ.get("SEQUENCES_SIM_API_KEY") or f"sim-{secrets.token_hex(16)}"
+    simulator = ExecuteProcess(
+        # console scripts of an ament_python package live in lib/<package>, not on PATH
+        cmd=[
+            ExecutableInPackage("sequence-ai", PACKAGE),
+            "sim",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            port,
+            "--latency",
+            latency,
+        ],
+        additional_env={"SEQUENCES_SIM_API_KEY": key},
+        output="screen",
+    )
+    arm = Node(
+        package=PACKAGE,
+        executable="sim_arm_node",
+        name="sim_arm",
+        parameters=[{"model": model, "command_type": output_type, "image_format": "compressed"}],
+        remappings=[("command", "action")],
+        output="screen",
+    )
+    policy = LifecycleNode(
+        package=PACKAGE,
+        executable="policy_node",
+        name="sequence_ai",
+        namespace="",
+        parameters=[_policy_parameters(model, output_type, port)],
+        additional_env={"SEQUENCES_API_KEY": key},
+        output="screen",
+    )
+    activate = RegisterEventHandler(
+        OnStateTransition(
+            target_lifecycle_node=policy,
+            start_state="configuring",
+            goal_state="inactive",
+            entities=[_transition(policy, lifecycle_msgs.msg.Transition.TRANSITION_ACTIVATE)],
+        )
+    )
+    # configure fetches the catalogue: give the simulator a moment to listen first.
+    configure = TimerAction(
+        period=2.0,
+        actions=[_transition(policy, lifecycle_msgs.msg.Transition.TRANSITION_CONFIGURE)],
+    )
+    return [simulator, arm, policy, activate, configure]
+
+
+def generate_launch_description():
+    return launch.LaunchDescription(
+        [
+            DeclareLaunchArgument("model", default_value="pi05-droid"),
+            DeclareLaunchArgument(
+                "output_type",
+                default_value="float64_multi_array",
+                description="float64_multi_array | joint_trajectory | joint_state",
+            ),
+            DeclareLaunchArgument("port", default_value="8765"),
+            DeclareLaunchArgument(
+                "latency", default_value="0.25", description="Simulated model latency, seconds."
+            ),
+            OpaqueFunction(function=_launch),
+        ]
+    )

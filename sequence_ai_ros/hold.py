@@ -1,0 +1,48 @@
+"""What "hold" means for each action space.
+
+A forward controller keeps executing the last command it received, so stopping the episode is
+not enough: the node must send a command that keeps the arm where it is.
+- velocity spaces: zero velocity;
+- absolute joint spaces: the measured position (the last target if nothing was measured);
+- delta spaces: a zero delta (joint-space outputs get the measured position);
+- ee_absolute: the last commanded pose (the node does not measure end-effector poses).
+Gripper dimensions are positions in every space here, so they keep their last value: a zero
+would open or close the hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sequence_ai_core.types import ABSOLUTE_SPACES, DELTA_SPACES, VELOCITY_SPACES, FloatArray
+
+from .conversions import Command
+
+
+def hold_command(
+    *,
+    action_space: str,
+    gripper_dims: int,
+    last_action: FloatArray | None,
+    measured: FloatArray | None,
+) -> Command | None:
+    """The hold for the current state, or None if this episode has commanded nothing yet
+    (then the controller is still holding whatever held the arm before)."""
+    if last_action is None:
+        return None
+    split = len(last_action) - gripper_dims
+    last_arm, gripper = last_action[:split], last_action[split:].copy()
+    zeros = np.zeros(split, dtype=np.float64)
+    usable = measured if measured is not None and len(measured) == split else None
+    if action_space in VELOCITY_SPACES:
+        return Command(zeros, gripper, positions=usable, velocities=zeros)
+    if action_space in ABSOLUTE_SPACES:
+        if action_space.startswith("joint"):
+            target = usable if usable is not None else last_arm.copy()
+            return Command(target, gripper, positions=target)
+        return Command(last_arm.copy(), gripper)
+    if action_space in DELTA_SPACES:
+        return Command(
+            zeros, gripper, positions=usable if action_space.startswith("joint") else None
+        )
+    raise ValueError(f"no hold defined for action space {action_space!r}")

@@ -1,0 +1,139 @@
+"""The latest value of every input, and the observation built from them when a request is due.
+
+Callbacks only store messages (cheap, at sensor rate); images are converted and JPEG-encoded
+in ``observe``, which the engine calls only when it is about to send a request. Ages are
+measured from arrival on this machine's monotonic clock: header stamps may come from another
+clock (sim time, a camera's own clock), arrival time cannot be ahead of the truth.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from sequence_ai_core.images import encode_image
+from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Proprioception
+
+from .conversions import InputProblem, JointReading, image_to_rgb, read_joints
+from .params import NodeConfig
+
+# Header stamps further than this from the wall clock are not wall-clock times (sim time, or a
+# device clock): then the arrival time stands in for the capture time.
+_PLAUSIBLE_STAMP_S = 60.0
+
+
+@dataclass(frozen=True)
+class _Received:
+    payload: object
+    arrived: float  # time.monotonic()
+    wall_ms: int  # capture time, wall clock, for ImageFrame.timestamp_ms
+
+
+@dataclass(frozen=True)
+class RawImage:
+    height: int
+    width: int
+    encoding: str
+    step: int
+    data: bytes
+
+
+class InputStore:
+    def __init__(
+        self,
+        config: NodeConfig,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self._config = config
+        self._monotonic = monotonic
+        self._wall = wall
+        self._joints: _Received | None = None
+        self._images: dict[str, _Received] = {}
+        self.instruction = config.instruction
+        #: Why the last observe() returned None; None when it succeeded.
+        self.problem: str | None = None
+
+    def _received(self, payload: object, stamp_s: float | None) -> _Received:
+        wall = self._wall()
+        if stamp_s is None or stamp_s <= 0 or abs(stamp_s - wall) > _PLAUSIBLE_STAMP_S:
+            stamp_s = wall
+        return _Received(payload, self._monotonic(), int(stamp_s * 1000))
+
+    def on_joint_state(
+        self,
+        names: Sequence[str],
+        positions: Sequence[float],
+        velocities: Sequence[float],
+        stamp_s: float | None = None,
+    ) -> None:
+        reading: JointReading | InputProblem
+        try:
+            reading = read_joints(
+                names, positions, velocities, self._config.joint_names, self._config.gripper_joint
+            )
+        except InputProblem as exc:
+            reading = exc
+        self._joints = self._received(reading, stamp_s)
+
+    def on_image(self, view: str, image: RawImage | bytes, stamp_s: float | None = None) -> None:
+        self._images[view] = self._received(image, stamp_s)
+
+    def measured_arm(self) -> FloatArray | None:
+        """Latest arm joint positions (for holds), however old."""
+        if self._joints is None or not isinstance(self._joints.payload, JointReading):
+            return None
+        return self._joints.payload.positions.copy()
+
+    def _fresh(self, what: str, received: _Received | None, now: float) -> _Received:
+        if received is None:
+            raise InputProblem(f"no {what} received yet")
+        age = now - received.arrived
+        if age > self._config.max_observation_age_s:
+            limit = self._config.max_observation_age_s
+            raise InputProblem(f"{what} is {age:.2f} s old (max_observation_age_s={limit:g})")
+        return received
+
+    def _frame(self, view: str, topic: str, now: float) -> ImageFrame:
+        received = self._fresh(f"image on {topic}", self._images.get(view), now)
+        payload = received.payload
+        size, quality = self._config.image_size, self._config.jpeg_quality
+        try:
+            if isinstance(payload, RawImage):
+                pixels: npt.NDArray[np.uint8] | bytes = image_to_rgb(
+                    payload.height, payload.width, payload.encoding, payload.step, payload.data
+                )
+            else:
+                pixels = bytes(payload)  # type: ignore[call-overload]
+            return encode_image(
+                pixels, view=view, size=size, quality=quality, timestamp_ms=received.wall_ms
+            )
+        except (ValueError, OSError) as exc:
+            raise InputProblem(f"image on {topic} unusable: {exc}") from exc
+
+    def observe(self) -> Observation | None:
+        """An observation from fresh inputs, or None with ``problem`` naming the input."""
+        now = self._monotonic()
+        try:
+            joints = self._fresh("joint_states", self._joints, now).payload
+            if isinstance(joints, InputProblem):
+                raise joints
+            assert isinstance(joints, JointReading)
+            frames = tuple(self._frame(c.view, c.topic, now) for c in self._config.cameras)
+        except InputProblem as exc:
+            self.problem = str(exc)
+            return None
+        self.problem = None
+        proprio = Proprioception(
+            joint_positions=[float(v) for v in joints.positions],
+            joint_velocities=None
+            if joints.velocities is None
+            else [float(v) for v in joints.velocities],
+            gripper=joints.gripper,
+        )
+        return Observation(proprioception=proprio, images=frames, instruction=self.instruction)

@@ -1,0 +1,332 @@
+"""The node's parameters: one table of declarations, and validation into a typed config.
+
+ROS-free so that the rules can be tested directly. Array parameters without a sensible default
+are declared statically typed and unset rather than with ``[]``: rclpy infers BYTE_ARRAY from an
+empty list, after which a string array from a YAML file is rejected as a type mismatch.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+OUTPUT_TYPES = ("float64_multi_array", "joint_trajectory", "joint_state")
+JOINT_OUTPUTS = frozenset({"joint_trajectory", "joint_state"})
+IMAGE_ENCODINGS = ("raw", "compressed")
+# A parameter with one of these names would put a secret into the parameter server, where
+# `ros2 param dump` and rosbag record it. The key comes from the environment or a 0600 file.
+SECRET_NAME = re.compile(r"(api[_\-.]?key|secret|token|password|bearer|credential)", re.I)
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    kind: str  # bool | integer | double | string | integer_array | double_array | string_array
+    default: Any  # None: statically typed and unset
+    description: str
+    constraints: str = ""
+
+
+PARAMETERS: tuple[ParamSpec, ...] = (
+    ParamSpec("model", "string", "pi05-droid", "Model id, short or full.", "non-empty"),
+    ParamSpec("base_url", "string", "", "Gateway URL; empty = $SEQUENCES_BASE_URL or default."),
+    ParamSpec("allow_insecure_http", "bool", False, "Allow plain http to a non-loopback host."),
+    ParamSpec("control_hz", "double", 0.0, "Playback rate; 0 = the chunk's own rate.", ">= 0"),
+    ParamSpec("joint_names", "string_array", None, "Arm joints read from joint_states, in order."),
+    ParamSpec("camera_views", "string_array", None, "Model camera views, e.g. [exterior_1]."),
+    ParamSpec("camera_topics", "string_array", None, "Image topic per view (same length)."),
+    ParamSpec("camera_encodings", "string_array", None, "raw | compressed per view; unset = raw."),
+    ParamSpec("image_size", "integer_array", [224, 224], "Model input size [width, height]."),
+    ParamSpec("jpeg_quality", "integer", 95, "JPEG quality of uploaded images.", "1..100"),
+    ParamSpec("instruction", "string", "", "Initial instruction; the instruction topic wins."),
+    ParamSpec(
+        "output_type",
+        "string",
+        "float64_multi_array",
+        "Action message type.",
+        "|".join(OUTPUT_TYPES),
+    ),
+    ParamSpec("max_actions", "integer", 1500, "Actions per episode before it completes.", ">= 1"),
+    ParamSpec("autostart", "bool", False, "Start an episode on activate."),
+    ParamSpec("prefetch", "bool", True, "Request the next chunk before the plan runs out."),
+    ParamSpec("max_in_flight", "integer", 3, "Requests outstanding at once.", ">= 1"),
+    ParamSpec(
+        "smooth_seam", "integer", 0, "Steps blended at a chunk seam (absolute spaces).", ">= 0"
+    ),
+    ParamSpec("startup_timeout_s", "double", 0.0, "Wait this long for a warming model.", ">= 0"),
+    ParamSpec("max_observation_age_s", "double", 0.5, "Inputs older than this are stale.", "> 0"),
+    ParamSpec("lower_limits", "double_array", None, "Per-dimension lower bound of an action."),
+    ParamSpec("upper_limits", "double_array", None, "Per-dimension upper bound of an action."),
+    ParamSpec("max_step", "double_array", None, "Largest change between actions; 1 or dim values."),
+    ParamSpec("validator", "string", "", "Extra check 'module:function'(action) -> bool."),
+    ParamSpec("hold_service", "string", "", "std_srvs/Trigger service called on every early stop."),
+    ParamSpec("hardware_id", "string", "", "Diagnostics hardware id; empty = sequence-ai:<model>."),
+    ParamSpec(
+        "gripper_dims", "integer", 0, "Trailing action dims that are gripper positions.", ">= 0"
+    ),
+    ParamSpec("gripper_joint", "string", "", "Joint in joint_states giving the gripper state."),
+    ParamSpec("gripper_topic", "string", "", "Publish gripper dims here instead of on action."),
+    ParamSpec("seam_warn", "double", 0.2, "Seam jump above which diagnostics warn.", "> 0"),
+)
+
+
+class ParameterError(ValueError):
+    """A parameter value the node cannot run with; ``name`` is the offending parameter."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"parameter '{name}': {problem}")
+        self.name = name
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class CameraInput:
+    view: str
+    topic: str
+    compressed: bool
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    model: str
+    base_url: str | None
+    allow_insecure_http: bool
+    control_hz: float | None
+    joint_names: tuple[str, ...]
+    cameras: tuple[CameraInput, ...]
+    image_size: tuple[int, int]
+    jpeg_quality: int
+    instruction: str
+    output_type: str
+    max_actions: int
+    autostart: bool
+    prefetch: bool
+    max_in_flight: int
+    smooth_seam: int
+    startup_timeout_s: float
+    max_observation_age_s: float
+    lower_limits: tuple[float, ...]
+    upper_limits: tuple[float, ...]
+    max_step: tuple[float, ...]
+    validator: str
+    hold_service: str
+    hardware_id: str
+    gripper_dims: int
+    gripper_joint: str
+    gripper_topic: str
+    seam_warn: float
+
+
+def secret_parameter_names(names: Sequence[str]) -> list[str]:
+    """Names that look like they carry a credential; the value is never looked at."""
+    return [name for name in names if SECRET_NAME.search(name)]
+
+
+def _require(ok: bool, name: str, problem: str) -> None:
+    if not ok:
+        raise ParameterError(name, problem)
+
+
+def _finite(raw: Mapping[str, Any], name: str, *, minimum: float, strict: bool) -> float:
+    value = float(raw[name])
+    bad = not math.isfinite(value) or value < minimum or (strict and value == minimum)
+    _require(not bad, name, f"must be {'>' if strict else '>='} {minimum:g}, got {value!r}")
+    return value
+
+
+def _int(raw: Mapping[str, Any], name: str, *, minimum: int, maximum: int | None = None) -> int:
+    value = int(raw[name])
+    upper = f"..{maximum}" if maximum is not None else " or more"
+    ok = value >= minimum and (maximum is None or value <= maximum)
+    _require(ok, name, f"must be {minimum}{upper}, got {value}")
+    return value
+
+
+def _strings(raw: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    values = tuple(str(v) for v in (raw.get(name) or ()))
+    _require(all(v.strip() for v in values), name, "contains an empty name")
+    _require(len(set(values)) == len(values), name, f"contains duplicates: {list(values)}")
+    return values
+
+
+def _floats(raw: Mapping[str, Any], name: str) -> tuple[float, ...]:
+    values = tuple(float(v) for v in (raw.get(name) or ()))
+    _require(all(math.isfinite(v) for v in values), name, "must be finite numbers")
+    return values
+
+
+def _cameras(raw: Mapping[str, Any]) -> tuple[CameraInput, ...]:
+    views = _strings(raw, "camera_views")
+    topics = tuple(str(v) for v in (raw.get("camera_topics") or ()))
+    encodings = tuple(str(v) for v in (raw.get("camera_encodings") or ())) or ("raw",) * len(views)
+    _require(
+        len(topics) == len(views),
+        "camera_topics",
+        f"needs one topic per camera view ({len(views)}), got {len(topics)}",
+    )
+    _require(all(t.strip() for t in topics), "camera_topics", "contains an empty topic")
+    _require(
+        len(encodings) == len(views),
+        "camera_encodings",
+        f"needs one entry per camera view ({len(views)}), got {len(encodings)}",
+    )
+    for encoding in encodings:
+        _require(
+            encoding in IMAGE_ENCODINGS,
+            "camera_encodings",
+            f"'{encoding}' is not raw or compressed",
+        )
+    return tuple(
+        CameraInput(view, topic, encoding == "compressed")
+        for view, topic, encoding in zip(views, topics, encodings, strict=True)
+    )
+
+
+def _limits(
+    raw: Mapping[str, Any],
+) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    lower, upper = _floats(raw, "lower_limits"), _floats(raw, "upper_limits")
+    if lower and upper:
+        _require(
+            len(lower) == len(upper),
+            "upper_limits",
+            f"has {len(upper)} values, lower_limits has {len(lower)}",
+        )
+        bad = [i for i, (lo, hi) in enumerate(zip(lower, upper, strict=True)) if lo >= hi]
+        _require(not bad, "upper_limits", f"must exceed lower_limits at index {bad}")
+    max_step = _floats(raw, "max_step")
+    _require(all(v > 0 for v in max_step), "max_step", "values must be > 0")
+    return lower, upper, max_step
+
+
+def _validator(raw: Mapping[str, Any]) -> str:
+    text = str(raw["validator"]).strip()
+    if text:
+        module, _, function = text.partition(":")
+        ok = (
+            bool(module)
+            and function.isidentifier()
+            and all(p.isidentifier() for p in module.split("."))
+        )
+        _require(ok, "validator", f"must look like 'package.module:function', got {text!r}")
+    return text
+
+
+def _gripper(
+    raw: Mapping[str, Any], joint_names: tuple[str, ...], output_type: str
+) -> tuple[int, str, str]:
+    dims = _int(raw, "gripper_dims", minimum=0)
+    joint, topic = str(raw["gripper_joint"]).strip(), str(raw["gripper_topic"]).strip()
+    _require(not topic or dims > 0, "gripper_topic", "is set but gripper_dims is 0")
+    _require(joint not in joint_names, "gripper_joint", f"'{joint}' is also listed in joint_names")
+    needs_split = output_type in JOINT_OUTPUTS and dims > 0
+    _require(
+        not needs_split or bool(topic),
+        "gripper_topic",
+        f"is required with gripper_dims > 0 and output_type={output_type}: "
+        "gripper positions cannot share a point with arm joints",
+    )
+    return dims, joint, topic
+
+
+def parse(raw: Mapping[str, Any]) -> NodeConfig:
+    """Validate raw parameter values (unset arrays as None); raises ParameterError."""
+    model = str(raw["model"]).strip()
+    _require(bool(model), "model", "must not be empty")
+    base_url = str(raw["base_url"]).strip()
+    _require(
+        not base_url or base_url.startswith(("http://", "https://")),
+        "base_url",
+        f"must start with http:// or https://, got {base_url!r}",
+    )
+    output_type = str(raw["output_type"])
+    _require(
+        output_type in OUTPUT_TYPES,
+        "output_type",
+        f"'{output_type}' is not one of {', '.join(OUTPUT_TYPES)}",
+    )
+    joint_names = _strings(raw, "joint_names")
+    _require(
+        bool(joint_names) or output_type not in JOINT_OUTPUTS,
+        "joint_names",
+        f"is required with output_type={output_type}",
+    )
+    size = tuple(int(v) for v in (raw.get("image_size") or ()))
+    _require(
+        len(size) == 2 and min(size) > 0,
+        "image_size",
+        f"must be [width, height] > 0, got {list(size)}",
+    )
+    control_hz = _finite(raw, "control_hz", minimum=0.0, strict=False)
+    lower, upper, max_step = _limits(raw)
+    gripper_dims, gripper_joint, gripper_topic = _gripper(raw, joint_names, output_type)
+    return NodeConfig(
+        model=model,
+        base_url=base_url or None,
+        allow_insecure_http=bool(raw["allow_insecure_http"]),
+        control_hz=control_hz or None,
+        joint_names=joint_names,
+        cameras=_cameras(raw),
+        image_size=(size[0], size[1]),
+        jpeg_quality=_int(raw, "jpeg_quality", minimum=1, maximum=100),
+        instruction=str(raw["instruction"]),
+        output_type=output_type,
+        max_actions=_int(raw, "max_actions", minimum=1),
+        autostart=bool(raw["autostart"]),
+        prefetch=bool(raw["prefetch"]),
+        max_in_flight=_int(raw, "max_in_flight", minimum=1),
+        smooth_seam=_int(raw, "smooth_seam", minimum=0),
+        startup_timeout_s=_finite(raw, "startup_timeout_s", minimum=0.0, strict=False),
+        max_observation_age_s=_finite(raw, "max_observation_age_s", minimum=0.0, strict=True),
+        lower_limits=lower,
+        upper_limits=upper,
+        max_step=max_step,
+        validator=_validator(raw),
+        hold_service=str(raw["hold_service"]).strip(),
+        hardware_id=str(raw["hardware_id"]).strip() or f"sequence-ai:{model}",
+        gripper_dims=gripper_dims,
+        gripper_joint=gripper_joint,
+        gripper_topic=gripper_topic,
+        seam_warn=_finite(raw, "seam_warn", minimum=0.0, strict=True),
+    )
+
+
+def check_against_model(
+    config: NodeConfig, action_dim: int, camera_views: Sequence[str], warn: Callable[[str], None]
+) -> None:
+    """Cross-check parameters with the model's catalogue entry; raises ParameterError."""
+    arm_dims = action_dim - config.gripper_dims
+    _require(
+        arm_dims >= 1, "gripper_dims", f"{config.gripper_dims} leaves no arm dims of {action_dim}"
+    )
+    if config.joint_names:
+        _require(
+            len(config.joint_names) == arm_dims,
+            "joint_names",
+            f"has {len(config.joint_names)} joints; the model's {action_dim} action dims "
+            f"minus gripper_dims={config.gripper_dims} leave {arm_dims}",
+        )
+    for name, values in (
+        ("lower_limits", config.lower_limits),
+        ("upper_limits", config.upper_limits),
+    ):
+        _require(
+            not values or len(values) == action_dim,
+            name,
+            f"has {len(values)} values, the model has {action_dim} action dims",
+        )
+    _require(
+        len(config.max_step) in (0, 1, action_dim),
+        "max_step",
+        f"needs 1 or {action_dim} values, got {len(config.max_step)}",
+    )
+    unknown = [c.view for c in config.cameras if c.view not in camera_views]
+    _require(
+        not unknown, "camera_views", f"{unknown} not among the model's views {list(camera_views)}"
+    )
+    missing = [v for v in camera_views if v not in {c.view for c in config.cameras}]
+    if missing:
+        warn(f"camera views {missing} of the model have no topic; requests go without them")

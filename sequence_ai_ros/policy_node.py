@@ -1,0 +1,376 @@
+"""The lifecycle node: the same PlaybackEngine as ``Policy.run()``, driven by a ROS timer.
+
+configure opens the connection and creates every interface; activate enables the publishers
+and starts the timer; deactivate, cleanup and shutdown stop the episode and hold. Each timer
+tick asks the engine for the step due now, checks it, and publishes it or holds.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticStatus
+from diagnostic_updater import Updater
+from rcl_interfaces.msg import ParameterDescriptor  # type: ignore[import-not-found, unused-ignore]
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.lifecycle import Node, State, TransitionCallbackReturn
+from rclpy.parameter import Parameter
+
+from sequence_ai_core.credentials import resolve_api_key
+from sequence_ai_core.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.errors import SequencesError
+from sequence_ai_core.policy import Policy, connect
+
+from . import diagnostics, params
+from .episode import Episodes
+from .node_io import NodeIO
+from .safety import SafetyChecks, load_validator
+
+_PARAM_TYPES = {
+    "bool": Parameter.Type.BOOL,
+    "integer": Parameter.Type.INTEGER,
+    "double": Parameter.Type.DOUBLE,
+    "string": Parameter.Type.STRING,
+    "integer_array": Parameter.Type.INTEGER_ARRAY,
+    "double_array": Parameter.Type.DOUBLE_ARRAY,
+    "string_array": Parameter.Type.STRING_ARRAY,
+}
+_LEVELS = {
+    diagnostics.OK: DiagnosticStatus.OK,
+    diagnostics.WARN: DiagnosticStatus.WARN,
+    diagnostics.ERROR: DiagnosticStatus.ERROR,
+}
+
+
+class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
+    def __init__(self, node_name: str = "sequence_ai", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        for spec in params.PARAMETERS:
+            descriptor = ParameterDescriptor(
+                description=spec.description, additional_constraints=spec.constraints
+            )
+            value = _PARAM_TYPES[spec.kind] if spec.default is None else spec.default
+            self.declare_parameter(spec.name, value, descriptor)
+        self.episodes = Episodes()
+        # Humble's Python Updater declares `diagnostic_updater.period` unconditionally, so a
+        # second one on this node (say, on re-configure) would raise: one per node lifetime.
+        self._updater: Updater | None = None
+        self._lifecycle = "unconfigured"
+        self._clear()
+
+    def _clear(self) -> None:
+        self.config: params.NodeConfig | None = None
+        self.io: NodeIO | None = None
+        self._policy: Policy | None = None
+        self.engine: PlaybackEngine | None = None
+        self._safety: SafetyChecks | None = None
+        self._secret: str | None = None
+        self._timer: Any = None
+        self._timer_period = 0.0
+        self._default_period = 0.0
+        self._last_outcome: Any = None
+        self._last_error: BaseException | None = None
+
+    # ------------------------------------------------------------------ transitions
+
+    def _guarded(self, name: str, body: Callable[[], bool]) -> TransitionCallbackReturn:
+        """rclpy turns an exception in a transition into ERROR without a word: log it here."""
+        try:
+            return TransitionCallbackReturn.SUCCESS if body() else TransitionCallbackReturn.FAILURE
+        except params.ParameterError as exc:
+            self.get_logger().error(f"{name} failed: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        except SequencesError as exc:
+            self.get_logger().error(f"{name} failed: {type(exc).__name__}: {self._redact(exc)}")
+            return TransitionCallbackReturn.FAILURE
+        except Exception as exc:
+            trace = self._redact(traceback.format_exc())
+            self.get_logger().error(f"{name} raised {type(exc).__name__}: {exc}\n{trace}")
+            return TransitionCallbackReturn.ERROR
+
+    def on_configure(self, state: State) -> TransitionCallbackReturn:
+        result = self._guarded("configure", self._configure)
+        if result != TransitionCallbackReturn.SUCCESS:
+            self._teardown()
+        return result
+
+    def on_activate(self, state: State) -> TransitionCallbackReturn:
+        result = super().on_activate(state)  # enables the lifecycle publishers
+        if result != TransitionCallbackReturn.SUCCESS:
+            return result
+        return self._guarded("activate", self._activate)
+
+    def on_deactivate(self, state: State) -> TransitionCallbackReturn:
+        # Hold first: lifecycle publishers drop messages once super().on_deactivate() ran.
+        result = self._guarded("deactivate", lambda: self._deactivate("deactivated"))
+        super_result = super().on_deactivate(state)
+        self._lifecycle = "inactive"
+        return result if result != TransitionCallbackReturn.SUCCESS else super_result
+
+    def on_cleanup(self, state: State) -> TransitionCallbackReturn:
+        return self._guarded("cleanup", self._teardown)
+
+    def on_shutdown(self, state: State) -> TransitionCallbackReturn:
+        return self._guarded("shutdown", lambda: self._deactivate("shutdown") and self._teardown())
+
+    def on_error(self, state: State) -> TransitionCallbackReturn:
+        return self._guarded(
+            "error recovery", lambda: self._deactivate("error") and self._teardown()
+        )
+
+    def _parameter_values(self) -> dict[str, Any]:
+        # rclpy 3.3 keeps parameter overrides (launch, YAML, CLI) in `_parameter_overrides`,
+        # the only place an undeclared `api_key:=...` would be visible before it is used.
+        override_names = list(getattr(self, "_parameter_overrides", {}) or {})
+        for name in params.secret_parameter_names(override_names):
+            raise params.ParameterError(
+                name,
+                "looks like a credential; the key must come from $SEQUENCES_API_KEY or the "
+                "credentials file, never a ROS parameter (parameters are dumped and recorded)",
+            )
+        return {spec.name: self.get_parameter_or(spec.name).value for spec in params.PARAMETERS}
+
+    def _configure(self) -> bool:
+        config = params.parse(self._parameter_values())
+        self._secret = resolve_api_key()
+        if self._secret is None:
+            self.get_logger().warning(
+                "no API key in $SEQUENCES_API_KEY or the credentials file; requests go without one"
+            )
+        self._policy = connect(
+            config.model,
+            api_key=self._secret,
+            base_url=config.base_url,
+            control_hz=config.control_hz,
+            allow_insecure_http=config.allow_insecure_http,
+            max_connections=config.max_in_flight + 2,
+        )
+        model = self._policy.describe()
+        params.check_against_model(
+            config, model.action_dim, model.camera_views, self.get_logger().warning
+        )
+        self._safety = self._safety_checks(config, model.action_dim)
+        self._default_period = 1.0 / (config.control_hz or model.control_hz)
+        self.config = config
+        self.io = NodeIO(self, config, model)
+        self.io.create()
+        self._setup_diagnostics(config)
+        self._lifecycle = "inactive"
+        self.get_logger().info(
+            f"configured {model.id}: {model.action_dim} dims at {model.control_hz:g} Hz, "
+            f"output {config.output_type}"
+        )
+        return True
+
+    def _safety_checks(self, config: params.NodeConfig, action_dim: int) -> SafetyChecks:
+        validator = None
+        if config.validator:
+            try:
+                validator = load_validator(config.validator)
+            except ValueError as exc:
+                raise params.ParameterError("validator", str(exc)) from exc
+        return SafetyChecks(
+            action_dim,
+            lower=config.lower_limits,
+            upper=config.upper_limits,
+            max_step=config.max_step,
+            validator=validator,
+            validator_name=config.validator,
+        )
+
+    def _setup_diagnostics(self, config: params.NodeConfig) -> None:
+        if self._updater is None:
+            self._updater = Updater(self)
+            self._updater.add("policy", self._diagnose)
+        self._updater.setHardwareID(config.hardware_id)
+
+    def _activate(self) -> bool:
+        assert self.config is not None
+        self._lifecycle = "active"
+        self._set_timer(self._default_period)
+        if self.config.autostart:
+            problem = self.start_episode()
+            if problem:
+                self.get_logger().warning(f"autostart: no episode started: {problem}")
+        return True
+
+    def _deactivate(self, why: str) -> bool:
+        self.stop_episode("stopped", detail=why)
+        if self._timer is not None:
+            self.destroy_timer(self._timer)
+            self._timer = None
+        if self._lifecycle == "active":
+            self._lifecycle = "inactive"
+        return True
+
+    def release(self, why: str) -> None:
+        """Stop (with hold), then close the connection and destroy the interfaces."""
+        self._deactivate(why)
+        self._teardown()
+
+    def _teardown(self) -> bool:
+        """Undo configure (the diagnostics updater stays; see __init__)."""
+        self._deactivate("cleanup")
+        if self.io is not None:
+            self.io.destroy()
+        if self._policy is not None:
+            self._policy.close()
+        self._clear()
+        self._lifecycle = "unconfigured"
+        return True
+
+    # ------------------------------------------------------------------ episodes
+
+    def start_episode(self) -> str | None:
+        """Begin an episode; None on success, else why not."""
+        if self.config is None or self._policy is None:
+            return "node is not configured"
+        problem = self.episodes.start(
+            active=self._lifecycle == "active", max_actions=self.config.max_actions
+        )
+        if problem:
+            return problem
+        engine_config = EngineConfig(
+            prefetch=self.config.prefetch,
+            max_in_flight=self.config.max_in_flight,
+            smooth_seam=self.config.smooth_seam,
+            startup_timeout_s=self.config.startup_timeout_s,
+            control_hz=self.config.control_hz,
+            # Known chunk length lets the first requests stagger (0.50/0.64 s models).
+            expected_covers_s=self._policy.describe().covers_seconds,
+        )
+        self.engine = PlaybackEngine(self._policy, engine_config, clock=time.monotonic)
+        self._last_error = None
+        assert self.io is not None
+        self.io.begin_episode()
+        self.get_logger().info(f"episode {self.episodes.number} started")
+        return None
+
+    def stop_episode(
+        self, reason: str, *, detail: str = "", error: BaseException | None = None
+    ) -> bool:
+        """End the running episode: hold (exactly once), record the outcome. False if idle."""
+        end = self.episodes.end(reason, detail)
+        if end is None:
+            return False
+        assert self.io is not None
+        self.io.hold(early=end.early)
+        if self.engine is not None:
+            self._last_outcome = self.engine.outcome(reason=reason, stopped_early=end.early)
+            # Never block the executor on an HTTP exchange still in flight (up to timeout_s).
+            self.engine.close(wait=False)
+            self.engine = None
+        self._last_error = error
+        text = f"episode {end.number} ended: {reason}{f' ({detail})' if detail else ''}"
+        log = (
+            self.get_logger().info
+            if not end.early or reason == "stopped"
+            else self.get_logger().error
+        )
+        log(self._redact(f"{text}; {self._last_outcome!r}"))
+        if self._updater is not None:
+            self._updater.force_update()
+        return True
+
+    def on_estop(self, engaged: bool) -> None:
+        """Latch and stop at once, from the subscription callback, not the next tick."""
+        if self.episodes.set_estop(engaged):
+            self.stop_episode("estop")
+        if engaged:
+            self.get_logger().warning("e-stop engaged: latched until released")
+        if self._updater is not None:
+            self._updater.force_update()
+
+    # ------------------------------------------------------------------ control loop
+
+    def _set_timer(self, period: float) -> None:
+        if self._timer is not None:
+            self.destroy_timer(self._timer)
+        self._timer = self.create_timer(period, self.on_tick)
+        self._timer_period = period
+
+    @property
+    def timer_period(self) -> float:
+        return self._timer_period if self._timer is not None else 0.0
+
+    def on_tick(self) -> None:
+        engine, io, safety = self.engine, self.io, self._safety
+        if engine is None or io is None or safety is None or not self.episodes.running:
+            return
+        try:
+            tick = engine.tick(time.monotonic(), io.inputs.observe)
+        except SequencesError as exc:
+            self.stop_episode(f"raised:{type(exc).__name__}", detail=str(exc), error=exc)
+            return
+        except Exception as exc:  # an untyped failure must still hold, not kill the executor
+            self.get_logger().error(self._redact(traceback.format_exc()))
+            self.stop_episode(f"raised:{type(exc).__name__}", detail=str(exc), error=exc)
+            return
+        period = engine.period_s or self._default_period
+        if abs(period - self._timer_period) > 1e-9:
+            self._set_timer(period)  # the chunk's rate differs from the catalogue's
+        if tick.new_chunk:
+            io.publish_chunk(engine)
+        if tick.kind == "action" and tick.action is not None:
+            problem = io.play(tick.action, engine.action_space or "", safety, period)
+            if problem:
+                self.stop_episode("validate", detail=problem)
+            elif self.episodes.count_action():
+                self.stop_episode("completed")
+        elif tick.kind == "underrun":
+            io.hold_underrun()
+
+    # ------------------------------------------------------------------ diagnostics
+
+    def _redact(self, text: object) -> str:
+        return diagnostics.redact(str(text), self._secret)
+
+    def _diagnose(self, stat: Any) -> Any:
+        health = diagnostics.Health(
+            lifecycle=self._lifecycle,
+            model=self.config.model if self.config else "",
+            episode_running=self.episodes.running,
+            episode_number=self.episodes.number,
+            actions=self.episodes.actions,
+            estop_latched=self.episodes.estop_latched,
+            input_problem=self.io.inputs.problem if self.io else None,
+            last_end=self.episodes.last_end,
+            error=self._last_error,
+            snapshot=self.engine.snapshot() if self.engine else None,
+            outcome=self._last_outcome,
+            seam_warn=self.config.seam_warn if self.config else 0.2,
+            secret=self._secret,
+            gateway=self._policy.base_url if self._policy else "",
+            requests_sent=self._policy.requests_sent if self._policy else None,
+        )
+        level, message, values = diagnostics.evaluate(health)
+        stat.summary(_LEVELS[level], message)
+        for key, value in values:
+            stat.add(key, value)
+        return stat
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    node = PolicyNode()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        try:
+            node.release("process exit")
+        except Exception as exc:  # the context may already be shut down by the signal
+            node.get_logger().error(f"hold on exit failed: {exc}")
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

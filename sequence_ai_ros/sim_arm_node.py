@@ -1,0 +1,145 @@
+"""A simulated arm as a ROS node, for running the policy node without a robot.
+
+Publishes ``joint_states`` and one camera topic per model view, and follows commands of the
+same type the policy node publishes (``command``, plus ``gripper_command`` when the gripper
+is split off). Built on ``sequence_ai_core.sim.SimulatedArm``.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import rclpy
+from PIL import Image as PILImage
+from rcl_interfaces.msg import ParameterDescriptor  # type: ignore[import-not-found, unused-ignore]
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import CompressedImage, Image, JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory
+
+from sequence_ai_core.sim import SimulatedArm
+from sequence_ai_core.types import VELOCITY_SPACES, FloatArray
+
+_COMMAND_TYPES = {
+    "float64_multi_array": Float64MultiArray,
+    "joint_trajectory": JointTrajectory,
+    "joint_state": JointState,
+}
+
+
+def command_values(msg: Any, velocity: bool) -> list[float]:
+    """The numbers a command message carries, whichever output type it is."""
+    if isinstance(msg, Float64MultiArray):
+        return list(msg.data)
+    if isinstance(msg, JointTrajectory):
+        if not msg.points:
+            return []
+        point = msg.points[0]
+        return list(point.velocities if velocity and len(point.velocities) else point.positions)
+    return list(msg.velocity if velocity and len(msg.velocity) else msg.position)
+
+
+class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
+    def __init__(self, node_name: str = "sim_arm", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        model = self._param("model", "pi05-droid", "Simulated model whose arm this is.")
+        command_type = self._param("command_type", "float64_multi_array", "Command message type.")
+        state_hz = self._param("state_hz", 50.0, "joint_states publish rate.")
+        camera_hz = self._param("camera_hz", 10.0, "Camera publish rate; 0 = no cameras.")
+        self._compressed = self._param("image_format", "compressed", "compressed | raw") != "raw"
+        self.arm = SimulatedArm(model, cameras=camera_hz > 0)
+        joints = self.arm.model.joint_count
+        self.joint_names = [f"joint_{i + 1}" for i in range(joints)]
+        self.gripper_joint = self._param("gripper_joint", "gripper", "Name of the gripper joint.")
+        self._velocity = self.arm.model.action_space in VELOCITY_SPACES
+        msg_type = _COMMAND_TYPES[command_type]
+        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self.create_subscription(msg_type, "command", self._on_command, reliable)
+        self.create_subscription(msg_type, "gripper_command", self._on_gripper, reliable)
+        self._joint_pub = self.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
+        image_type = CompressedImage if self._compressed else Image
+        suffix = "image_raw/compressed" if self._compressed else "image_raw"
+        self._camera_pubs = {
+            view: self.create_publisher(
+                image_type, f"camera/{view}/{suffix}", qos_profile_sensor_data
+            )
+            for view in self.arm.model.camera_views
+        }
+        self.create_timer(1.0 / state_hz, self.publish_state)
+        if camera_hz > 0:
+            self.create_timer(1.0 / camera_hz, self.publish_images)
+        self.commands = 0
+
+    def _param(self, name: str, default: Any, description: str) -> Any:
+        descriptor = ParameterDescriptor(description=description)
+        return self.declare_parameter(name, default, descriptor).value
+
+    def publish_state(self) -> None:
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = [*self.joint_names, self.gripper_joint]
+        msg.position = [float(v) for v in self.arm.joint_positions] + [self.arm.gripper]
+        self._joint_pub.publish(msg)
+
+    def publish_images(self) -> None:
+        observation = self.arm.observe()
+        stamp = self.get_clock().now().to_msg()
+        for frame in observation.images:
+            publisher = self._camera_pubs[frame.view]
+            if self._compressed:
+                msg: Any = CompressedImage(format="jpeg", data=frame.data)
+            else:
+                pixels = np.asarray(PILImage.open(io.BytesIO(frame.data)).convert("RGB"))
+                height, width = pixels.shape[:2]
+                msg = Image(height=height, width=width, encoding="rgb8", step=width * 3)
+                msg.data = pixels.tobytes()
+            msg.header.stamp = stamp
+            msg.header.frame_id = f"camera_{frame.view}"
+            publisher.publish(msg)
+
+    def _apply(self, arm: FloatArray, gripper: float) -> None:
+        try:
+            self.arm.act(np.append(arm, gripper))
+            self.commands += 1
+        except ValueError as exc:
+            self.get_logger().error(f"command refused: {exc}")
+
+    def _on_command(self, msg: Any) -> None:
+        values = np.asarray(command_values(msg, self._velocity), dtype=np.float64)
+        joints = self.arm.model.joint_count
+        if len(values) == joints + 1:
+            self._apply(values[:joints], float(values[joints]))
+        elif len(values) == joints:
+            self._apply(values, self.arm.gripper)
+        else:
+            self.get_logger().error(f"command has {len(values)} values, expected {joints}(+1)")
+
+    def _on_gripper(self, msg: Any) -> None:
+        values = command_values(msg, velocity=False)
+        if values:
+            hold = (
+                np.zeros(self.arm.model.joint_count) if self._velocity else self.arm.joint_positions
+            )
+            self._apply(hold, float(values[0]))
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    node = SimArmNode()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""The policy node's wiring, run through the rclpy test double against the real simulator.
+
+The simulated arm node publishes joint_states and camera images and follows the commands, so
+every episode here is the whole loop: ROS inputs -> observation -> HTTP -> engine -> checked
+action -> ROS output -> arm. Assertions are on counts, orders and values, never on timing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import TEST_KEY
+from rclpy_double import real_rclpy_available
+from rclpy_double.graph import Graph
+from rclpy_double.harness import (
+    JOINTS,
+    Driver,
+    bring_up,
+    last_status,
+    policy_node,
+    ros,
+    sim_arm,
+    spin_until_actions,
+)
+
+from sequence_ai_core.sim import GatewaySimulator
+
+pytestmark = pytest.mark.skipif(
+    real_rclpy_available(),
+    reason="real rclpy present: test_ros_rclpy_smoke.py and test_ros_launch.py cover the node",
+)
+__all__ = ["ros"]  # the fixture, imported for pytest to find
+
+
+# ---------------------------------------------------------------------- the whole lifecycle
+
+
+def test_lifecycle_episode_estop_hold_and_reconfigure(ros: Graph, sim: GatewaySimulator) -> None:
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    arm, driver, node = sim_arm(), Driver(), policy_node(sim)
+    bring_up(node)
+    driver.instruction_pub.publish(driver.String(data="stack the cups"))
+    answer = driver.call("/sequence_ai/start_episode")
+    assert answer.success and answer.message == "episode 1 started"
+    spin_until_actions(ros, 12)
+    actions = ros.messages("/action")
+    assert all(len(m.data) == 7 and all(math.isfinite(v) for v in m.data) for m in actions)
+    grippers = ros.messages("/gripper_command")
+    assert len(grippers) == len(actions) and all(0.0 <= m.data[0] <= 1.0 for m in grippers)
+    assert arm.commands >= 2 * 12  # arm and gripper commands both reached the arm
+    assert all(r["observation"]["instruction"] == "stack the cups" for r in sim.received)
+    assert all(len(r["observation"]["images"]) == 2 for r in sim.received)
+
+    before = len(ros.messages("/action"))
+    driver.estop(True)  # the hold goes out from the callback, before any further tick
+    assert node.episodes.last_end.reason == "estop"
+    after = ros.messages("/action")[before:]
+    assert len(after) == 1 and list(after[0].data) == [0.0] * 7
+    assert ros.messages("/gripper_command")[-1].data[0] == grippers[-1].data[0]  # not zeroed
+    assert driver.hold_calls == 1
+    status = last_status(ros)
+    assert status.level == b"\x02" and "e-stop" in status.message
+    assert status.hardware_id == "sequence-ai:pi05-droid"
+    ros.spin_for(0.4)
+    assert len(ros.messages("/action")) == before + 1  # nothing moves while latched
+    refused = driver.call("/sequence_ai/start_episode")
+    assert not refused.success and "latched" in refused.message
+
+    driver.estop(False)
+    assert driver.call("/sequence_ai/start_episode").success
+    spin_until_actions(ros, 3)
+    assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+    assert list(ros.messages("/action")[-1].data) == [0.0] * 7  # hold before publishers stop
+    assert driver.hold_calls == 2 and node.episodes.last_end.reason == "stopped"
+    count = len(ros.messages("/action"))
+    ros.spin_for(0.3)
+    assert len(ros.messages("/action")) == count
+
+    assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    assert node.lifecycle_state == "unconfigured"
+    assert node.subscriptions == [] and node.services == [] and node.clients == []
+    assert [p.topic_name for p in node.publishers] == ["/diagnostics"]  # the one Updater
+    bring_up(node)  # configure again: no second diagnostic_updater.period declaration
+    assert driver.call("/sequence_ai/start_episode").message == "episode 3 started"
+    spin_until_actions(ros, 3)
+    assert node.trigger_shutdown() == TransitionCallbackReturn.SUCCESS
+    assert node.lifecycle_state == "finalized" and driver.hold_calls == 3
+    assert sim.stats()["act_requests"] >= 3
+
+    texts = [m for _, m in node.log_records] + [repr(m) for _, m in ros.published]
+    texts += [repr(p.value) for p in node._parameters.values()]
+    assert not [t for t in texts if TEST_KEY in t]
+
+
+# ---------------------------------------------------------------------- output types
+
+
+def _check_float64(ros: Graph, hold: Any, gripper_hold: Any) -> None:
+    msg = ros.messages("/action")[0]
+    dim = msg.layout.dim[0]
+    assert (dim.label, dim.size, dim.stride, len(msg.data)) == ("action", 7, 7, 7)
+    assert ros.messages("/gripper_command")[0].layout.dim[0].label == "gripper"
+    assert list(hold.data) == [0.0] * 7 and len(gripper_hold.data) == 1
+
+
+def _check_trajectory(ros: Graph, hold: Any, gripper_hold: Any) -> None:
+    msg = ros.messages("/action")[0]
+    assert msg.joint_names == JOINTS and len(msg.points) == 1
+    point = msg.points[0]
+    assert len(point.positions) == 7 and len(point.velocities) == 7
+    assert (point.time_from_start.sec, point.time_from_start.nanosec) == (0, 66_666_667)
+    assert msg.header.stamp.sec > 0
+    gripper = ros.messages("/gripper_command")[0]
+    assert gripper.joint_names == ["gripper"] and len(gripper.points[0].positions) == 1
+    measured = list(ros.messages("/joint_states")[-1].position[:7])
+    assert np.allclose(hold.points[0].positions, measured)  # hold at the measured position
+    assert list(hold.points[0].velocities) == [0.0] * 7
+
+
+def _check_joint_state(ros: Graph, hold: Any, gripper_hold: Any) -> None:
+    msg = ros.messages("/action")[0]
+    assert msg.name == JOINTS and len(msg.position) == 7 and len(msg.velocity) == 7
+    gripper = ros.messages("/gripper_command")[0]
+    assert gripper.name == ["gripper"] and len(gripper.position) == 1
+    assert list(gripper.velocity) == []
+    assert list(hold.velocity) == [0.0] * 7 and len(hold.position) == 7
+    assert gripper_hold.name == ["gripper"]
+
+
+def _gripper_value(msg: Any) -> float:
+    if hasattr(msg, "data"):
+        return float(msg.data[0])
+    if hasattr(msg, "points"):
+        return float(msg.points[0].positions[0])
+    return float(msg.position[0])
+
+
+@pytest.mark.parametrize(
+    ("output_type", "check", "compressed"),
+    [
+        ("float64_multi_array", _check_float64, True),
+        ("joint_trajectory", _check_trajectory, True),
+        ("joint_state", _check_joint_state, False),
+    ],
+)
+def test_output_messages_field_by_field(
+    ros: Graph, sim: GatewaySimulator, output_type: str, check: Any, compressed: bool
+) -> None:
+    image_format = "compressed" if compressed else "raw"
+    arm = sim_arm(command_type=output_type, image_format=image_format)
+    driver = Driver()
+    node = policy_node(sim, output_type=output_type, compressed=compressed)
+    bring_up(node)
+    assert node.start_episode() is None
+    spin_until_actions(ros, 5)
+    for velocities in ros.messages("/action"):
+        values = getattr(velocities, "data", None)
+        assert values is None or all(math.isfinite(v) for v in values)
+    chunk = ros.messages("/sequence_ai/chunk")[0]
+    assert chunk.joint_names == [*JOINTS, "gripper"] and len(chunk.points) == 15
+    assert [p.time_from_start.nanosec for p in chunk.points[:2]] == [0, 66_666_667]
+    assert len(chunk.points[0].velocities) == 8 and list(chunk.points[0].positions) == []
+    gripper_before = _gripper_value(ros.messages("/gripper_command")[-1])
+    assert driver.call("/sequence_ai/stop").success
+    gripper_hold = ros.messages("/gripper_command")[-1]
+    assert _gripper_value(gripper_hold) == gripper_before  # the hand stays as it was
+    check(ros, ros.messages("/action")[-1], gripper_hold)
+    assert arm.commands > 0 and driver.hold_calls == 1
+
+
+# ---------------------------------------------------------------------- timer rate
+
+
+@pytest.mark.parametrize(("control_hz", "period"), [(0.0, 0.04), (10.0, 0.1)])
+def test_timer_follows_the_chunk_rate(
+    ros: Graph, sim: GatewaySimulator, control_hz: float, period: float
+) -> None:
+    joints = [f"joint_{i + 1}" for i in range(6)]
+    arm = sim_arm("lingbot-va-5b", "joint_trajectory")
+    node = policy_node(
+        sim,
+        model="lingbot-va-5b",
+        joint_names=joints,
+        output_type="joint_trajectory",
+        camera_views=["front", "wrist"],
+        camera_topics=["camera/front/image_raw/compressed", "camera/wrist/image_raw/compressed"],
+        control_hz=control_hz,
+        max_step=[0.5],
+    )
+    bring_up(node)
+    assert node.timer_period == pytest.approx(period)
+    assert node.start_episode() is None
+    spin_until_actions(ros, 4)
+    assert node.engine.period_s == pytest.approx(period)
+    assert node.timer_period == pytest.approx(period)
+    point = ros.messages("/action")[0].points[0]
+    assert list(point.velocities) == [] and len(point.positions) == 6  # absolute space
+    assert point.time_from_start.nanosec == round(period * 1e9)
+    assert arm.commands > 0
+
+
+def test_main_spins_until_shutdown_and_releases(ros: Graph) -> None:
+    import threading
+
+    import rclpy
+
+    from sequence_ai_ros import policy_node as module
+
+    thread = threading.Thread(target=module.main, args=([],), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5.0  # poll without firing timers: main's executor does that
+    while not any(n.get_name() == "sequence_ai" for n in ros.nodes) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    rclpy.shutdown()
+    thread.join(timeout=5.0)
+    assert not thread.is_alive()
+    assert not any(n.get_name() == "sequence_ai" for n in ros.nodes)  # destroyed on the way out
