@@ -5,6 +5,7 @@ script directory); ``pip install .`` gives plain Python users ``sequence_ai_core
 ``sequence-ai`` command without any ROS installed.
 """
 
+import os
 import re
 from glob import glob
 from pathlib import Path
@@ -16,6 +17,15 @@ HERE = Path(__file__).parent
 VERSION = re.search(
     r'__version__ = "([^"]+)"', (HERE / "sequence_ai_core" / "_version.py").read_text()
 ).group(1)
+
+# The node executables only make sense where ROS 2 is sourced (colcon always builds so);
+# a plain `pip install .` gets the `sequence-ai` command alone.
+CONSOLE_SCRIPTS = ["sequence-ai = sequence_ai_core.cli:main"]
+if os.environ.get("AMENT_PREFIX_PATH"):
+    CONSOLE_SCRIPTS += [
+        "policy_node = sequence_ai_ros.policy_node:main",
+        "sim_arm_node = sequence_ai_ros.sim_arm_node:main",
+    ]
 
 setup(
     name=PACKAGE,
@@ -49,11 +59,5 @@ setup(
         "bench": ["matplotlib>=3.5"],
     },
     zip_safe=True,
-    entry_points={
-        "console_scripts": [
-            "sequence-ai = sequence_ai_core.cli:main",
-            "policy_node = sequence_ai_ros.policy_node:main",
-            "sim_arm_node = sequence_ai_ros.sim_arm_node:main",
-        ],
-    },
+    entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )
