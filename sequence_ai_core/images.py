@@ -7,6 +7,7 @@ Payload size drives latency (~16 ms per kB measured on the real gateway; a 224x2
 from __future__ import annotations
 
 import io
+import math
 import time
 
 import numpy as np
@@ -76,7 +77,14 @@ def encode_image(
         raise ValueError("view must be a non-empty camera name")
     if not 1 <= quality <= 100:
         raise ValueError(f"quality must be 1..100, got {quality}")
-    stamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+    if timestamp_ms is None:
+        stamp = int(time.time() * 1000)
+    elif isinstance(timestamp_ms, bool) or not (
+        isinstance(timestamp_ms, (int, float)) and math.isfinite(timestamp_ms) and timestamp_ms >= 0
+    ):
+        raise ValueError(f"timestamp_ms must be a non-negative number of ms, got {timestamp_ms!r}")
+    else:
+        stamp = int(timestamp_ms)
     if isinstance(image, (bytes, bytearray)):
         data = bytes(image)
         picture = _decode(data)

@@ -134,6 +134,7 @@ class Transport:
             follow_redirects=False,
         )
         self.has_key = bool(api_key)
+        self._secret = api_key or ""
         self._lock = threading.Lock()
         self._requests_sent = 0
         self._closed = False
@@ -211,13 +212,28 @@ class Transport:
             "%s %s -> %d in %.3fs [%s]", method, path, response.status_code, latency, request_id
         )
         if not response.is_success:
-            raise _typed_error(response, request_id)
+            raise _typed_error(response, request_id, secret=self._secret)
         return decode_json(response, request_id), request_id, latency
 
 
-def _typed_error(response: httpx.Response, request_id: str) -> SequencesError:
+def _redacted(value: Any, secret: str) -> Any:
+    """``value`` with every occurrence of ``secret`` in its strings replaced by ``***``."""
+    if not secret:
+        return value
+    if isinstance(value, str):
+        return value.replace(secret, "***")
+    if isinstance(value, list):
+        return [_redacted(item, secret) for item in value]
+    if isinstance(value, dict):
+        return {key: _redacted(item, secret) for key, item in value.items()}
+    return value
+
+
+def _typed_error(response: httpx.Response, request_id: str, *, secret: str = "") -> SequencesError:
     body = _error_body(response)
     try:
+        # A gateway may quote the key it refused; it must not travel on into logs and tracebacks.
+        body = _redacted(body, secret)
         return error_from_response(
             response.status_code, body, headers=response.headers, request_id=request_id
         )

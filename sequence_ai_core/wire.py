@@ -28,6 +28,7 @@ from .types import (
 )
 
 POSE_SIZE = 7  # x, y, z, qx, qy, qz, qw
+_IMAGE_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")  # JPEG, PNG
 
 
 # --------------------------------------------------------------------------- requests
@@ -67,14 +68,22 @@ def _encode_images(observation: Observation) -> list[dict[str, Any]]:
             raise ValueError(f"observation.images[{i}].view must be a non-empty string")
         if not isinstance(data, (bytes, bytearray)) or not data:
             raise ValueError(f"observation.images[{i}].data must be non-empty encoded image bytes")
+        if not bytes(data[:8]).startswith(_IMAGE_SIGNATURES):
+            raise ValueError(
+                f"observation.images[{i}].data is not a JPEG or PNG image "
+                "(encode arrays with sequence_ai_core.images.encode_image)"
+            )
         if view in seen:
             raise ValueError(f"observation.images[{i}].view {view!r} appears twice")
         seen.add(view)
         item: dict[str, Any] = {"view": view, "data": base64.b64encode(data).decode("ascii")}
         timestamp = frame.timestamp_ms
         if timestamp is not None:
-            if not _is_integer(timestamp):
-                raise ValueError(f"observation.images[{i}].timestamp_ms must be an int")
+            if not _is_integer(timestamp) or timestamp < 0:
+                raise ValueError(
+                    f"observation.images[{i}].timestamp_ms must be a non-negative int, "
+                    f"got {timestamp!r}"
+                )
             item["timestamp_ms"] = int(timestamp)
         images.append(item)
     return images

@@ -66,14 +66,20 @@ def read_joints(
     if missing:
         raise InputProblem(f"joint_states lacks joints {missing}")
     picked = np.array([positions[index[n]] for n in arm], dtype=np.float64)
+    if not np.all(np.isfinite(picked)):
+        raise InputProblem("joint_states has non-finite positions")
     vel = None
     if len(velocities) == len(names):
         vel = np.array([velocities[index[n]] for n in arm], dtype=np.float64)
+        # Joints without velocity sensing often report NaN: omit velocities, don't stop.
+        vel = vel if np.all(np.isfinite(vel)) else None
     gripper = None
     if gripper_joint:
         if gripper_joint not in index:
             raise InputProblem(f"joint_states lacks gripper joint {gripper_joint!r}")
         gripper = float(positions[index[gripper_joint]])
+        if not np.isfinite(gripper):
+            raise InputProblem(f"gripper joint {gripper_joint!r} position is not finite")
     return JointReading(picked, vel, gripper)
 
 

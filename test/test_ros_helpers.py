@@ -222,6 +222,16 @@ def test_read_joints_by_name_and_order() -> None:
         conv.read_joints(["a"], [1.0], [], ["a"], "g")
 
 
+def test_read_joints_refuses_non_finite_positions_and_drops_non_finite_velocities() -> None:
+    nan = float("nan")
+    with pytest.raises(conv.InputProblem, match="non-finite positions"):
+        conv.read_joints(["a", "b"], [1.0, nan], [], ["a", "b"])
+    with pytest.raises(conv.InputProblem, match="not finite"):
+        conv.read_joints(["a", "g"], [1.0, nan], [], ["a"], "g")
+    reading = conv.read_joints(["a", "b"], [1.0, 2.0], [0.1, nan], ["a", "b"])
+    assert reading.velocities is None and reading.positions.tolist() == [1.0, 2.0]
+
+
 def test_image_to_rgb_handles_bgr_mono_and_row_padding() -> None:
     bgr = bytes([1, 2, 3, 4, 5, 6, 0, 0])  # 2x1 pixels, 2 bytes of row padding
     rgb = conv.image_to_rgb(1, 2, "bgr8", 8, bgr)
