@@ -1,0 +1,91 @@
+"""Small helpers shared by the benchmarks: markdown tables, ratios, quantiles, a TLS cert.
+
+Every benchmark compares approaches side by side in one run on the same machine, because
+absolute times on a shared 2-core machine move by tens of percent between runs; the ratios
+between columns measured together are what carries over.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+#: Key used by every benchmark's simulator; never a real credential.
+BENCH_KEY = "sk-bench-0123456789abcdef"
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile (0..1) of values, NaN when there are none."""
+    if len(values) == 0:
+        return float("nan")
+    return float(np.quantile(np.asarray(values, dtype=np.float64), q))
+
+
+def mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def ratio(value: float, baseline: float) -> str:
+    """`value / baseline` as text like ``0.31x``; a dash when it cannot be computed."""
+    if not np.isfinite(value) or not np.isfinite(baseline) or baseline == 0:
+        return "-"
+    return f"{value / baseline:.2f}x"
+
+
+def ms(seconds: float, digits: int = 1) -> str:
+    return "-" if not np.isfinite(seconds) else f"{seconds * 1000:.{digits}f}"
+
+
+def us(seconds: float, digits: int = 1) -> str:
+    return "-" if not np.isfinite(seconds) else f"{seconds * 1e6:.{digits}f}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub markdown table; numbers should already be formatted as text."""
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join("---" for _ in headers) + "|",
+    ]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine_note(*, full: bool) -> str:
+    """One line saying where and how the numbers were taken."""
+    mode = "full" if full else "quick"
+    return (
+        f"_{mode} run, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Compare columns within a "
+        "table (measured together); absolute times vary between runs._"
+    )
+
+
+def timed(call: Callable[[], object], repeats: int) -> list[float]:
+    """Wall seconds of each of `repeats` calls."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def self_signed_cert(directory: Path) -> tuple[str, str]:
+    """A throwaway certificate for 127.0.0.1 made with the openssl CLI: (cert path, key path)."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return str(cert), str(key)

@@ -1,0 +1,108 @@
+"""The continuity figure: one joint's commanded position against time, per refill strategy.
+
+Runs the three strategies of ``bench/continuity.py`` on lingbot-va-5b (absolute joint
+positions, 0.64 s chunks, shorter than the 0.79 s refill) and draws joint 0 over the
+simulator's reference trajectory, with the stalls (no command for more than 1.5 periods)
+shaded, over the first 12 s of each run. Writes ``bench/results/continuity.png``. The runs
+are those of ``bench/freshness.py`` when both run in one process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bench._common import machine_note, ratio
+from bench._common import table as markdown_table
+from bench.continuity import MEDIAN_S, STRATEGIES
+from bench.freshness import FULL_SECONDS, QUICK_SECONDS, Recording, record_strategies
+from sequence_ai_core.sim import CATALOGUE, reference_position
+
+MODEL = "lingbot-va-5b"
+JOINT = 0
+FIGURE = Path(__file__).resolve().parent / "results" / "continuity.png"
+#: A gap longer than this many periods between two commands is drawn as a stall.
+STALL_PERIODS = 1.5
+#: Seconds drawn: enough for a dozen chunks, short enough to see each seam.
+WINDOW_S = 12.0
+
+
+def stalls(recording: Recording, period_s: float) -> list[tuple[float, float]]:
+    """(start, end) seconds since the first command of every stall."""
+    times = np.array([c.monotonic for c in recording.commands])
+    if times.size < 2:
+        return []
+    t = times - times[0]
+    gaps = np.diff(t)
+    return [(t[i] + period_s, t[i + 1]) for i in np.flatnonzero(gaps > STALL_PERIODS * period_s)]
+
+
+def draw(recordings: list[Recording], path: Path) -> None:
+    # Imported here so that listing or running the other benchmarks needs no matplotlib.
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on CI machines; must precede pyplot
+    import matplotlib.pyplot as plt
+
+    entry = CATALOGUE[MODEL]
+    period = 1.0 / entry.control_hz
+    fig, axes = plt.subplots(len(recordings), 1, figsize=(8, 6), sharex=True, sharey=True)
+    for ax, rec in zip(np.atleast_1d(axes), recordings, strict=True):
+        wall = np.array([c.wall for c in rec.commands])
+        t = np.array([c.monotonic for c in rec.commands])
+        t -= t[0]
+        dense = np.linspace(wall[0], wall[-1], 400)
+        reference = [reference_position(entry, w)[JOINT] for w in dense]
+        ax.plot(dense - wall[0], reference, color="0.6", lw=1, ls="--", label="reference now")
+        ax.step(t, [c.action[JOINT] for c in rec.commands], where="post", lw=1.3, label="command")
+        for start, end in stalls(rec, period):
+            ax.axvspan(start, end, color="tab:red", alpha=0.2, lw=0)
+        o = rec.outcome
+        ax.set_title(
+            f"{STRATEGIES[rec.strategy]}: duty {o.duty_cycle:.0%}, {o.stalls} stalls, "
+            f"max seam {o.max_seam_jump:.3f} rad",
+            fontsize=9,
+            loc="left",
+        )
+        ax.set_ylabel(f"joint {JOINT} (rad)", fontsize=8)
+        ax.tick_params(labelsize=8)
+        ax.set_xlim(0, WINDOW_S)
+    axes[0].legend(fontsize=7, loc="upper right")
+    axes[-1].set_xlabel(
+        "seconds since the first command; same number of commands per run (red: arm stalled)",
+        fontsize=8,
+    )
+    fig.suptitle(f"{MODEL}: {entry.covers_seconds:.2f} s chunks, {MEDIAN_S} s refill", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def run(full: bool) -> str:
+    seconds = FULL_SECONDS if full else QUICK_SECONDS
+    recordings = record_strategies(MODEL, seconds)
+    draw(recordings, FIGURE)
+    period = 1.0 / CATALOGUE[MODEL].control_hz
+    stalled = {r.strategy: sum(end - start for start, end in stalls(r, period)) for r in recordings}
+    rows = [
+        [
+            STRATEGIES[r.strategy],
+            len(stalls(r, period)),
+            f"{stalled[r.strategy]:.2f}",
+            ratio(stalled[r.strategy], stalled["a"]),
+            f"{r.outcome.max_seam_jump:.3f}",
+            ratio(r.outcome.max_seam_jump, recordings[0].outcome.max_seam_jump),
+        ]
+        for r in recordings
+    ]
+    headers = ["strategy", "stalls drawn", "stalled s", "vs (a)", "max seam rad", "vs (a)"]
+    return "\n\n".join(
+        [
+            "## Continuity figure",
+            machine_note(full=full),
+            f"![joint {JOINT} of {MODEL} against time for three refill strategies]({FIGURE.name})",
+            markdown_table(headers, rows),
+        ]
+    )

@@ -1,0 +1,274 @@
+"""Engine overhead: CPU per tick and per chunk, run()'s pacing at 50 Hz, memory over many chunks.
+
+Each cost is set against the floor a hand-written loop cannot go below (indexing a numpy
+array, ``json.loads`` plus ``np.asarray``, a sleep-to-deadline loop), so the table says how
+much the engine's bookkeeping and validation add, not how fast this machine is.
+
+The tick and memory parts feed the engine from an in-memory chunk source (the engine's
+``PolicyLike`` interface: ``_fetch`` returns a chunk parsed by ``wire.parse_prediction`` from
+a simulator-made body), so HTTP and the in-process simulator neither cost CPU on the
+measured thread nor allocate memory that tracemalloc would count.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+import tracemalloc
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, us
+from bench._common import table as markdown_table
+from sequence_ai_core.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.policy import connect
+from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimModel, SimulatedArm
+from sequence_ai_core.sim.catalogue import reference_chunk
+from sequence_ai_core.sim.responses import act_body
+from sequence_ai_core.types import FloatArray, Observation, Prediction
+from sequence_ai_core.wire import parse_prediction
+
+MODEL = CATALOGUE["lingbot-vla-v2-6b"]
+LOOP_HZ = 50.0
+
+
+def chunk_body(model: SimModel, steps: int) -> bytes:
+    """A 200 body exactly as the simulator sends it."""
+    values = reference_chunk(model, time.time(), steps)
+    body = act_body(model, values, response_id="act-0", inference_ms=0, queue_ms=0, usage={})
+    return json.dumps(body).encode()
+
+
+class ChunkSource:
+    """Answers every ``_fetch`` with a freshly parsed copy of one chunk body."""
+
+    control_hz: float | None = None
+
+    def __init__(self, body: bytes) -> None:
+        self._body = json.loads(body)
+        self.fetches = 0
+
+    def _fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
+        self.fetches += 1
+        return parse_prediction(self._body, request_id="r-bench", latency_s=0.0)
+
+
+def _observation() -> Observation:
+    return SimulatedArm(MODEL, cameras=False).observe(instruction="bench")
+
+
+def _cpu_and_wall(loop: Callable[[], int]) -> tuple[float, float, int]:
+    """(thread CPU s, wall s, iterations) of one call of `loop`."""
+    gc.collect()
+    cpu, wall = time.thread_time(), time.perf_counter()
+    count = loop()
+    return time.thread_time() - cpu, time.perf_counter() - wall, count
+
+
+def tick_cost(ticks: int) -> dict[str, tuple[float, float]]:
+    """Per-tick CPU and wall time of the engine with a pre-filled plan, and of the floor."""
+    source = ChunkSource(chunk_body(MODEL, ticks + 64))
+    obs = _observation()
+    engine = PlaybackEngine(source, EngineConfig())
+    period = 1.0 / MODEL.control_hz
+    now = 0.0
+    while engine.tick(now, lambda: obs).kind != "action":  # first chunk arrives
+        engine.wait_any(0.1)
+    steps = np.array(source._fetch(obs, {}).action_chunk.steps)
+
+    def engine_loop() -> int:
+        for i in range(1, ticks + 1):
+            engine.tick(now + i * period, lambda: obs)
+        return ticks
+
+    def floor_loop() -> int:
+        for i in range(ticks):
+            steps[i].copy()
+        return ticks
+
+    results = {}
+    for name, loop in (("engine", engine_loop), ("floor", floor_loop)):
+        cpu, wall, count = _cpu_and_wall(loop)
+        results[name] = (cpu / count, wall / count)
+    engine.close()
+    return results
+
+
+def chunk_cost(repeats: int) -> dict[str, float]:
+    """Seconds per chunk: JSON decode + parse_prediction against JSON decode + np.asarray."""
+    raw = chunk_body(CATALOGUE["pi05-droid"], CATALOGUE["pi05-droid"].action_horizon)
+
+    def parsed() -> None:
+        parse_prediction(json.loads(raw), request_id="r-bench", latency_s=0.0)
+
+    def floor() -> None:
+        body = json.loads(raw)
+        np.asarray([step["values"] for step in body["action_chunk"]["steps"]], dtype=np.float64)
+
+    out = {}
+    for name, call in (("parse_prediction", parsed), ("floor", floor)):
+        gc.collect()
+        start = time.thread_time()
+        for _ in range(repeats):
+            call()
+        out[name] = (time.thread_time() - start) / repeats
+    return out
+
+
+def _intervals(stamps: list[float]) -> FloatArray:
+    return np.diff(np.asarray(stamps))
+
+
+def run_loop_overhead(actions: int) -> dict[str, dict[str, float]]:
+    """Policy.run() at 50 Hz against a hand-written sleep-to-deadline loop over an array."""
+    obs = _observation()
+    out: dict[str, dict[str, float]] = {}
+    with GatewaySimulator(api_key=BENCH_KEY, latency_s=0.02) as sim:
+        stamps: list[float] = []
+        with connect(MODEL.short_id, api_key=BENCH_KEY, base_url=sim.url, control_hz=LOOP_HZ) as p:
+            cpu = time.thread_time()
+            outcome = p.run(
+                lambda: obs,
+                lambda action: stamps.append(time.perf_counter()),
+                max_actions=actions,
+                validate=lambda action: True,
+            )
+            cpu = time.thread_time() - cpu
+        out["run()"] = _loop_stats(stamps, cpu, underruns=outcome.underruns)
+    steps = reference_chunk(MODEL, time.time(), actions)
+    stamps = []
+    cpu = time.thread_time()
+    t0 = time.monotonic()
+    for i in range(actions):
+        stamps.append(time.perf_counter())
+        steps[i].copy()
+        time.sleep(max(0.0, t0 + (i + 1) / LOOP_HZ - time.monotonic()))
+    out["floor"] = _loop_stats(stamps, time.thread_time() - cpu, underruns=0)
+    return out
+
+
+def _loop_stats(stamps: list[float], cpu: float, *, underruns: int) -> dict[str, float]:
+    # The first interval of run() includes the first request; pacing is judged after it.
+    error = np.abs(_intervals(stamps)[1:] - 1.0 / LOOP_HZ)
+    return {
+        "cpu_per_action": cpu / len(stamps),
+        "jitter_p50": quantile(list(error), 0.5),
+        "jitter_p95": quantile(list(error), 0.95),
+        "jitter_max": float(error.max()) if error.size else float("nan"),
+        "underruns": float(underruns),
+    }
+
+
+def memory_over_chunks(chunks: int, steps_per_chunk: int = 2) -> list[tuple[int, float]]:
+    """(chunks played, traced MB) at tenths of the run, after a warm-up of 100 chunks.
+
+    The engine keeps its latency and staleness samples in windows of 10,000, so memory may
+    grow until those are full and must be flat after: run at least twice that long.
+    """
+    source = ChunkSource(chunk_body(MODEL, steps_per_chunk))
+    obs = _observation()
+    played = 0
+
+    def count(prediction: Prediction) -> None:
+        nonlocal played
+        played += 1
+
+    engine = PlaybackEngine(source, EngineConfig(), on_chunk=count)
+    period, now = 1.0 / MODEL.control_hz, 0.0
+    checkpoints = [100, *(chunks * k // 10 for k in range(1, 11))]
+    readings: list[tuple[int, float]] = []
+    tracemalloc.start()
+    try:
+        for target in checkpoints:
+            while played < target:
+                now += period
+                if engine.tick(now, lambda: obs).kind != "action":
+                    engine.wait_any(0.05)
+            gc.collect()
+            readings.append((played, tracemalloc.get_traced_memory()[0] / 1e6))
+    finally:
+        tracemalloc.stop()
+        engine.close()
+    return readings
+
+
+def run(full: bool) -> str:
+    ticks, repeats, actions, chunks = (
+        (20_000, 2_000, 1_500, 40_000) if full else (5_000, 500, 150, 20_000)
+    )
+    ticking = tick_cost(ticks)
+    parsing = chunk_cost(repeats)
+    looping = run_loop_overhead(actions)
+    memory = memory_over_chunks(chunks)
+    return "\n\n".join(
+        [
+            "## Engine overhead",
+            machine_note(full=full),
+            f"CPU is the measuring thread's CPU time (`time.thread_time`), so the simulator's "
+            f"threads are not counted. Model: {MODEL.short_id}.",
+            render_cpu(ticking, parsing, ticks, repeats),
+            f"### `run()` at {LOOP_HZ:g} Hz ({actions} actions)",
+            render_loop(looping),
+            f"### Memory over {chunks:,} chunks (tracemalloc, engine + wire parsing)",
+            render_memory(memory),
+        ]
+    )
+
+
+def render_cpu(
+    ticking: dict[str, tuple[float, float]], parsing: dict[str, float], ticks: int, repeats: int
+) -> str:
+    tick_cpu, tick_wall = ticking["engine"]
+    floor_cpu, floor_wall = ticking["floor"]
+    period = 1.0 / MODEL.control_hz
+    parsed = parsing["parse_prediction"]
+    rows = [
+        [f"`PlaybackEngine.tick`, pre-filled plan ({ticks:,} ticks)", us(tick_cpu), us(tick_wall),
+         ratio(tick_cpu, floor_cpu), f"{tick_wall / period:.2%}"],
+        ["floor: index a numpy array", us(floor_cpu), us(floor_wall), "1.00x",
+         f"{floor_wall / period:.3%}"],
+        [f"`json.loads` + `parse_prediction`, 15x8 chunk ({repeats:,} chunks)",
+         us(parsed), "-", ratio(parsed, parsing["floor"]), "-"],
+        ["floor: `json.loads` + `np.asarray`", us(parsing["floor"]), "-", "1.00x", "-"],
+    ]  # fmt: skip
+    return markdown_table(
+        ["work", "CPU µs", "wall µs", "vs floor", f"of a {period * 1000:.0f} ms period"], rows
+    )
+
+
+def render_loop(looping: dict[str, dict[str, float]]) -> str:
+    floor = looping["floor"]
+    rows = [
+        [
+            name if name == "floor" else "`Policy.run()` (engine, prefetch)",
+            us(stats["cpu_per_action"]),
+            ratio(stats["cpu_per_action"], floor["cpu_per_action"]),
+            ms(stats["jitter_p50"], 2),
+            ms(stats["jitter_p95"], 2),
+            ms(stats["jitter_max"], 2),
+            f"{stats['underruns']:.0f}",
+        ]
+        for name, stats in looping.items()
+    ]
+    rows[-1][0] = "floor: sleep to deadlines, index an array"
+    return markdown_table(
+        [
+            "loop",
+            "CPU µs/action",
+            "vs floor",
+            "period error p50 ms",
+            "p95 ms",
+            "max ms",
+            "underruns",
+        ],
+        rows,
+    )
+
+
+def render_memory(readings: list[tuple[int, float]]) -> str:
+    base = readings[0][1]
+    rows = [[f"{n:,}", f"{mb:.3f}", f"{(mb - base) * 1000:+.0f}"] for n, mb in readings]
+    return markdown_table(["chunks played", "traced MB", "kB since 100 chunks"], rows)
