@@ -263,7 +263,7 @@ class LifecycleNode(Node):
     def _run(self, callback_name: str, previous: str) -> TransitionCallbackReturn:
         try:
             result = getattr(self, callback_name)(LifecycleState(previous, 0))
-        except Exception:  # rclpy 3.3 swallows it: `# TODO(ivanpauno): log sth here`
+        except Exception:  # rclpy 3.3 swallows it without logging
             return TransitionCallbackReturn.ERROR
         assert isinstance(result, TransitionCallbackReturn), f"{callback_name} returned {result!r}"
         return result
