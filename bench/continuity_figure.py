@@ -82,7 +82,7 @@ def draw(recordings: list[Recording], path: Path) -> None:
 
 def run(full: bool) -> str:
     seconds = FULL_SECONDS if full else QUICK_SECONDS
-    recordings = record_strategies(MODEL, seconds)
+    recordings = [r for r in record_strategies(MODEL, seconds) if r.strategy in STRATEGIES]
     draw(recordings, FIGURE)
     period = 1.0 / CATALOGUE[MODEL].control_hz
     stalled = {r.strategy: sum(end - start for start, end in stalls(r, period)) for r in recordings}

@@ -7,19 +7,38 @@ ROS node's timer both call ``PlaybackEngine.tick(now, observe)`` once per contro
 
 The plan (``plan.ChunkPlan``): step *i* of a chunk is due at ``anchor + i/hz`` and a tick
 plays the step due now, so late or missed ticks never shift it. The anchor is the chunk's
-observation time plus the run's lag (the round trip the arm waited for while holding still;
-see ``plan``); steps that passed while a request was in flight are skipped and counted for
-absolute and velocity spaces, never for delta spaces.
+observation time plus the run's lag; steps that passed while a request was in flight are
+skipped and counted for absolute and velocity spaces, never for delta spaces.
+
+The lag. A chunk observed at ``t_o`` arrives at ``t_o + L`` and is playable until
+``t_o + lag + covers``, a window ``W = covers + lag - L``. Continuous play with at most
+``max_in_flight`` (M) requests outstanding needs requests at most ``W`` apart and ``W`` at
+least about ``L/M``, so the engine aims the lag at ``max(0, L + L/M - covers)`` plus one
+period (``freshness="fresh"``, the default), with L the quantile below; it stops shrinking
+one period above that target (hysteresis). ``freshness="round_trip"`` aims at L itself.
+The cost of freshness is requests: about one per ``W`` minus a period of motion. At a fixed
+0.80 s refill (as measured, in whole ticks), steady state, fresh vs round trip:
+
+    chunk            lag s         played plan behind s   staleness p50 s   requests / s
+    1.00 s, 15 Hz    0.20 / 0.80   0.20 / 0.80            0.93 / 1.27       2.7 / 1.1
+    2.13 s, 15 Hz    0.13 / 0.80   0.13 / 0.80            1.47 / 1.77       0.7 / 0.5
+    0.64 s, 25 Hz    0.52 / 0.80   0.52 / 0.80            0.96 / 1.08       2.9 / 1.7
+    0.50 s, 30 Hz    0.63 / 0.80   0.63 / 0.80            0.93 / 1.03       3.3 / 2.0
+
+The tracking error against a moving reference, and the backward jump at every swap with a
+policy that predicts from the arm's observed state, scale with how far behind the plan
+plays (``bench/freshness.py``). A smaller ``max_in_flight`` also lowers the request rate, at
+a larger lag. The lag moves toward its target by at most one period per arriving chunk, so
+a swap moves the plan by at most one extra step.
 
 Prefetch. The next request starts when the plan, including what the requests in flight will
-cover, ends sooner than the expected refill time: the 95th percentile of the last 50
-measured refill latencies (latency is right-skewed, so a mean would miss every slow tail),
-at least the lag, plus one period. Until five refills were measured, the slowest one stands
-in for the quantile; before the first one, a single request is outstanding (or, given the
-catalogue's chunk length, requests staggered 0.9 chunk apart). The lag follows the same
-quantile, one period per chunk at most. Up to ``max_in_flight`` requests run at once, each
-started at its own tick with its own fresh observation: 3 sustain 0.50 s chunks at a 0.79 s
-refill (about 1.7 in flight at fixed latency, headroom for a p99 of twice the median).
+cover (each until its window ends, with the lag it will have when it lands), ends sooner
+than the expected refill time: the 95th percentile of the last 50 measured refill latencies
+(latency is right-skewed, so a mean would miss every slow tail), at least the lag, plus one
+period. Until five refills were measured, the slowest one stands in for the quantile;
+before the first one, a single request is outstanding (or, given the catalogue's chunk
+length, requests staggered 0.9 chunk apart). Up to ``max_in_flight`` requests run at once,
+each started at its own tick with its own fresh observation.
 
 ``next_action()`` (on ``Policy``) stays the simple, synchronous loop: it fetches when its
 buffer is empty and stops the arm meanwhile. Use ``run()`` or this engine to keep moving.
@@ -39,7 +58,7 @@ import numpy as np
 
 from .errors import InvalidRequest, InvalidResponse, SequencesError, Unavailable
 from .outcome import RunOutcome
-from .plan import ChunkPlan, checked_period
+from .plan import SKIPPING_SPACES, ChunkPlan, checked_period
 from .stats import PlaybackStats, SampleWindow
 from .types import ActionChunk, FloatArray, Observation, Prediction
 
@@ -51,6 +70,8 @@ MIN_LATENCY_SAMPLES = 5
 STARTUP_SPACING = 0.9
 #: Wait before retrying a warming worker that gave no Retry-After.
 DEFAULT_WARMING_RETRY_S = 1.0
+#: ``EngineConfig.freshness`` values: the smallest sustainable lag, or the whole round trip.
+FRESHNESS = ("fresh", "round_trip")
 
 
 class PolicyLike(Protocol):
@@ -76,8 +97,14 @@ class EngineConfig:
     #: With it, refills before the first action are staggered so that the plan is continuous
     #: from the first action even when a chunk is shorter than the round trip.
     expected_covers_s: float | None = None
+    #: ``"fresh"``: anchor chunks at the smallest lag the refills sustain (more requests per
+    #: second of motion). ``"round_trip"``: lag = the refill time (fewer requests, every
+    #: command one round trip old). See the module docs for the measured trade-off.
+    freshness: str = "fresh"
 
     def __post_init__(self) -> None:
+        if self.freshness not in FRESHNESS:
+            raise ValueError(f"freshness must be one of {FRESHNESS}, got {self.freshness!r}")
         if isinstance(self.max_in_flight, bool) or self.max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {self.max_in_flight}")
         if isinstance(self.smooth_seam, bool) or self.smooth_seam < 0:
@@ -266,7 +293,10 @@ class PlaybackEngine:
         done = [r for r in self._requests if r.future.done()]
         if not done:
             return
-        holding = self._plan.due(now) is None
+        # the arm holds only before the first action or after an underrun: a chunk landing
+        # on the tick the plan runs out continues the timeline
+        held = self._stats.first_action_at is None or self._stats.in_underrun
+        holding = held and self._plan.due(now) is None
         for request in done:
             self._requests.remove(request)
             try:
@@ -290,8 +320,8 @@ class PlaybackEngine:
         self._lead_latency.add(latency)
         self._stats.latency.add(latency)
         self._covers_s = len(chunk) * period
-        if not holding and len(self._lead_latency) >= MIN_LATENCY_SAMPLES:
-            self._plan.adapt_lag(self._expected_latency(), period)
+        if not holding:  # with few samples the target uses the slowest: safe to start early
+            self._plan.adapt_lag(self._lag_target(period), period)
         planned = self._plan.add(
             prediction,
             seq=self._seq + 1,
@@ -308,6 +338,19 @@ class PlaybackEngine:
         if self._on_chunk is not None:
             self._on_chunk(prediction)
         return True
+
+    def _lag_target(self, period: float) -> float:
+        """The smallest lag the refills sustain. A chunk observed at t_o arrives at t_o + L
+        and is playable until t_o + lag + covers: a window W = covers + lag - L. Requests
+        start one lead (L + period) before the plan ends, so they are W - period apart and
+        about L / (W - period) are in flight; at most ``max_in_flight`` (M) can be, hence
+        lag >= L + L/M - covers + period. Delta spaces skip nothing, so a smaller lag only
+        costs requests there: they keep the round trip, as does ``freshness="round_trip"``."""
+        latency = self._expected_latency()
+        if self.config.freshness == "round_trip" or self.action_space not in SKIPPING_SPACES:
+            return latency
+        spacing = latency / self.config.max_in_flight
+        return max(0.0, latency + spacing - self._covers_s) + period
 
     def _check_chunk(self, chunk: ActionChunk) -> float:
         period = checked_period(chunk, self.config.control_hz)
@@ -398,9 +441,15 @@ class PlaybackEngine:
             return in_flight == 0 and not playing and not self._plan.pending(now)
         if in_flight >= self.config.max_in_flight:
             return False
+        # each request's chunk is playable until observed_at + lag + covers, with the lag
+        # it will have when it lands (it may shrink by a period per chunk meanwhile)
         projected = self._plan.end(now)
-        for request in self._requests:
-            projected = max(projected, request.observed_at + self._plan.lag_s + self._covers_s)
+        period = self.period_s or 0.0
+        target = self._lag_target(period)
+        ordered = sorted(self._requests, key=lambda r: r.observed_at)
+        for position, request in enumerate(ordered):
+            lag = self._plan.lag_after(position + 1, target, period)
+            projected = max(projected, request.observed_at + lag + self._covers_s)
         return projected - now < self.lead_s()
 
     def _startup_stagger_due(self, now: float, in_flight: int) -> bool:

@@ -1,16 +1,21 @@
 """The time-indexed plan: chunks on one timeline, and the step due at a given time.
 
 A chunk's step *i* is due at ``anchor + i/hz``. The anchor is the monotonic time the chunk's
-observation was taken plus the run's *lag*. Why a lag and not the observation time alone:
-a chunk covers 0.5-2.1 s and the round trip takes ~0.8 s, so anchored at its observation a
-0.50 s chunk would be entirely in the past when it arrives. Instead, a chunk that arrives
-while the arm holds still (first chunk, after an underrun) plays from its first step (the
-arm did not move meanwhile, so that step is still the right next command) and its round trip
-becomes the lag; later chunks are anchored at observation time plus that same lag. So every
-chunk continues one timeline: no backward yank at a swap, chunks shorter than the round trip
-stay playable, and a chunk that comes back later than its slot skips the steps it missed.
-The lag then follows a high quantile of the refill time (``adapt_lag``). A newer chunk
-replaces the older one from its anchor on.
+observation was taken plus the run's *lag*. A chunk observed at ``t_o`` arrives at
+``t_o + L`` (the round trip) and is playable until ``t_o + lag + covers``; steps due before it
+arrived are skipped (absolute and velocity spaces). With lag 0 every command would be as
+fresh as the pipeline allows, but a 0.50 s chunk at a 0.8 s round trip would be entirely in
+the past on arrival; with lag = L nothing is ever skipped but every command is L seconds
+old, which a policy conditioned on the arm's observed state turns into a backward yank at
+every swap. So the engine asks for the smallest lag its refills can sustain (see
+``engine``) and the plan moves toward it by at most one period per chunk (``adapt_lag``).
+
+A chunk that arrives while the arm holds still (first chunk, after an underrun) plays from
+its first step (the arm did not move meanwhile, so that step is still the right next
+command) and its round trip becomes the lag; the lag then shrinks one period per chunk.
+Every chunk continues one timeline: a newer chunk replaces the older one from its anchor on,
+so a swap never goes back in the plan; a lag change moves it one step more (shrink) or one
+step less (growth) than a tick normally does.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ DUE_TOLERANCE = 0.25
 #: Spaces where a step whose time has passed may be skipped. A skipped delta would move the
 #: arm somewhere the model never asked for, so delta (and unknown) spaces play every step.
 SKIPPING_SPACES = ABSOLUTE_SPACES | VELOCITY_SPACES
-#: Hysteresis before the lag shrinks, so latency jitter does not make the timeline wobble.
-LAG_SHRINK_PERIODS = 2
+#: Hysteresis before the lag shrinks, so latency jitter does not make the timeline wobble:
+#: the lag settles within this many periods above its target.
+LAG_SHRINK_PERIODS = 1
 
 
 def checked_period(chunk: ActionChunk, control_hz: float | None = None) -> float:
@@ -46,6 +52,10 @@ def checked_period(chunk: ActionChunk, control_hz: float | None = None) -> float
     if not (math.isfinite(hz) and hz > 0):
         raise InvalidResponse(f"chunk control frequency {hz} is not positive")
     return 1.0 / hz
+
+
+def _on_period(time_s: float, period_s: float) -> float:
+    return max(0.0, round(time_s / period_s) * period_s)
 
 
 @dataclass
@@ -138,17 +148,24 @@ class ChunkPlan:
         self._chunks.sort(key=lambda p: p.observed_at)
         return planned
 
-    def adapt_lag(self, expected_latency_s: float, period_s: float) -> None:
-        """Move the lag toward the expected refill time by at most one period per chunk.
+    def adapt_lag(self, target_s: float, period_s: float) -> None:
+        """Move the lag toward ``target_s`` (rounded to the period grid) by at most one
+        period per chunk; it shrinks only while more than ``LAG_SHRINK_PERIODS`` above it.
 
-        A lag below the refill time skips steps and starves pipelining; one far above it
-        plays needlessly old plans. One period per swap keeps the seam within about a step.
+        One period per swap keeps a lag change to one extra step of motion at the seam.
         """
-        target = round(expected_latency_s / period_s) * period_s
+        target = _on_period(target_s, period_s)
         if target > self.lag_s + period_s / 2:
             self._set_lag(self.lag_s + period_s, period_s)
-        elif target < self.lag_s - LAG_SHRINK_PERIODS * period_s:
+        elif target < self.lag_s - LAG_SHRINK_PERIODS * period_s - period_s / 2:
             self._set_lag(max(0.0, self.lag_s - period_s), period_s)
+
+    def lag_after(self, chunks: int, target_s: float, period_s: float) -> float:
+        """The smallest the lag can be once ``chunks`` more chunks have arrived while it
+        moves toward ``target_s``: requests in flight are timed against it, since a shrink
+        moves their window's end earlier."""
+        floor = _on_period(target_s, period_s) + LAG_SHRINK_PERIODS * period_s
+        return max(min(self.lag_s, floor), self.lag_s - chunks * period_s)
 
     def _set_lag(self, lag_s: float, period_s: float) -> None:
         """Chunks waiting for their slot move with the timeline, or the first to start

@@ -71,6 +71,7 @@ def run_policy(
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     startup_timeout_s: float = 0.0,
     smooth_seam: int = 0,
+    freshness: str = "fresh",
     **options: Any,
 ) -> RunOutcome:
     """Play ``max_actions`` actions through ``act``, refilling ahead of time.
@@ -80,7 +81,8 @@ def run_policy(
     (reason ``validate``). ``hold()`` is called exactly once on every early stop and never on
     completion. ``prefetch=False`` is the strictly closed loop (request only when nothing is
     left to play). ``startup_timeout_s`` waits for a warming worker before the first action.
-    ``smooth_seam=N`` ramps absolute-space seams over N steps. Other keyword arguments are
+    ``smooth_seam=N`` ramps absolute-space seams over N steps. ``freshness`` picks the
+    lag (``EngineConfig.freshness``). Other keyword arguments are
     passed to ``/v1/act`` (e.g. ``seed``). The handle is held for the whole run: a second
     thread driving it raises ``SequencesError`` at once.
     """
@@ -93,6 +95,7 @@ def run_policy(
             prefetch=prefetch,
             max_in_flight=max_in_flight,
             smooth_seam=smooth_seam,
+            freshness=freshness,
             startup_timeout_s=startup_timeout_s,
             control_hz=policy.control_hz,
             options=options,

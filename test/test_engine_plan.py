@@ -140,7 +140,7 @@ STAGGERED = EngineConfig(expected_covers_s=0.2)
 
 @pytest.mark.parametrize(
     ("model", "expect_index"),
-    [("cosmos3-edge-policy-droid", 6), ("lingbot-va-5b", 10)],
+    [("cosmos3-edge-policy-droid", 7), ("lingbot-va-5b", 9)],
 )
 def test_steps_that_passed_in_flight_are_skipped_for_velocity_and_absolute(
     sim: GatewaySimulator, model: str, expect_index: int
@@ -148,7 +148,9 @@ def test_steps_that_passed_in_flight_are_skipped_for_velocity_and_absolute(
     with engine_on(sim, model, STAGGERED) as (engine, chunks):
         pipelined_pair(sim, engine, slow_s=0.3)
         assert engine.wait_idle(HANG_GUARD_S)
-        # arrives at t=1.0, due since 0.6: 0.4 s of steps (6 at 15 Hz, 10 at 25 Hz) skipped
+        # arrives at t=1.0 and moves the lag (0.4 s) one period toward its target: down for
+        # the 2.13 s chunk (due since 0.2 + 0.333: 7 steps at 15 Hz skipped), up for the
+        # 0.64 s one (due since 0.2 + 0.44: 9 steps at 25 Hz skipped)
         late = tick(engine, 1.0)
         assert (late.new_chunk, late.step_index, late.chunk_seq) == (True, expect_index, 2)
         assert late.action is not None
@@ -172,12 +174,15 @@ def test_a_newer_chunk_takes_over_at_its_anchor_not_on_arrival(sim: GatewaySimul
     with engine_on(sim, "cosmos3-edge-policy-droid", STAGGERED) as (engine, _):
         pipelined_pair(sim, engine, slow_s=0.0)
         assert engine.wait_idle(HANG_GUARD_S)
-        before = tick(engine, 0.5)  # second chunk arrived but is due from 0.6
+        # the second chunk arrived by 0.5 and took the lag one period toward its target
+        # (a 2.13 s chunk needs almost none): due from 0.2 + 0.4 - 1/15
+        anchor = 0.6 - 1 / 15
+        before = tick(engine, 0.5)
         assert (before.chunk_seq, before.step_index) == (1, 1)
-        after = tick(engine, 0.6)
+        after = tick(engine, anchor)
         assert (after.chunk_seq, after.step_index, after.new_chunk) == (2, 0, True)
         # the older chunk's remainder is gone for good
-        assert tick(engine, 0.6 + 1 / 15).chunk_seq == 2
+        assert tick(engine, anchor + 1 / 15).chunk_seq == 2
 
 
 def test_seam_is_measured_before_smoothing_and_smoothing_ramps_absolute_spaces(

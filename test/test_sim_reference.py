@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import TEST_KEY
 from test_sim_server import PI05, act_request, client
 
 from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimulatedArm, reference_position
@@ -149,3 +150,28 @@ def test_arm_starts_on_the_reference() -> None:
     assert np.allclose(arm.joint_positions, reference_position(model, now)[:-1], atol=0.01)
     with pytest.raises(ValueError):
         SimulatedArm("no-such-model")
+
+
+def test_a_state_conditioned_chunk_starts_at_the_observed_positions(clean_env: object) -> None:
+    model = CATALOGUE["lingbot-va-5b"]
+    request = act_request(MODEL_PREFIX + model.short_id)
+    observed = [0.1 * k for k in range(6)]
+    request["observation"]["proprioception"] = {"joint_positions": observed, "gripper": 0.25}
+    anchor = 1_764_480_000.0
+    with GatewaySimulator(api_key=TEST_KEY, latency_s=0.0, state_conditioned=True) as sim:
+        steps = steps_of(sim, request)
+    reference = np.stack([reference_position(model, anchor + i / 25.0) for i in range(16)])
+    # step i = observed + ref(anchor + i/hz) - ref(anchor): the reference's motion from there
+    expected = np.array([*observed, 0.25]) + reference - reference[0]
+    assert np.allclose(steps, expected, atol=1e-12)
+
+
+def test_a_state_conditioned_velocity_chunk_keeps_the_reference_velocities(
+    clean_env: object,
+) -> None:
+    request = act_request()  # pi05-droid: joint velocities, gripper position
+    with GatewaySimulator(api_key=TEST_KEY, latency_s=0.0, state_conditioned=True) as sim:
+        steps = steps_of(sim, request)
+        reference = np.stack([sim.reference(PI05, 1_764_480_000.0 + i / 15) for i in range(15)])
+    assert np.allclose(steps[:, :-1], reference[:, :-1], atol=1e-12)
+    assert np.allclose(steps[:, -1], 0.5 + reference[:, -1] - reference[0, -1], atol=1e-12)

@@ -29,6 +29,7 @@ from .responses import (
     error_body,
     html_page,
     models_body,
+    observed_state,
     resolve_model,
 )
 
@@ -316,7 +317,10 @@ class GatewayHandler(BaseHTTPRequestHandler):
             return
         steps = fault.count if fault is not None and fault.kind == "steps" else None
         count = steps if steps is not None else (horizon or model.action_horizon)
-        values = chunk_values(model, anchor, count, noise=self.sim.action_noise, seed=seed)
+        observed = observed_state(request["observation"]) if self.sim.state_conditioned else None
+        values = chunk_values(
+            model, anchor, count, noise=self.sim.action_noise, seed=seed, observed=observed
+        )
         usage = {
             "requests": 1,
             "credits": 1,

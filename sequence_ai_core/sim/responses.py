@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..types import FloatArray
-from .catalogue import CATALOGUE, SimModel, reference_chunk
+from ..types import ABSOLUTE_SPACES, FloatArray
+from .catalogue import CATALOGUE, SimModel, reference_chunk, reference_position
 from .faults import Fault
 
 #: Error code the simulator uses for each status (newer body shape).
@@ -186,11 +186,38 @@ def resolve_model(name: Any, models: Mapping[str, SimModel] = CATALOGUE) -> SimM
     raise RequestRejected(404, f"model {name!r} not found", code="model_not_found", hint=hint)
 
 
+def observed_state(observation: Any) -> FloatArray | None:
+    """Joint positions then gripper of a checked observation; None without a gripper."""
+    proprio = observation["proprioception"]
+    gripper = proprio.get("gripper")
+    if gripper is None:
+        return None
+    return np.array([*proprio["joint_positions"], gripper], dtype=np.float64)
+
+
 def chunk_values(
-    model: SimModel, anchor_wall: float, steps: int, *, noise: float, seed: int | None
+    model: SimModel,
+    anchor_wall: float,
+    steps: int,
+    *,
+    noise: float,
+    seed: int | None,
+    observed: FloatArray | None = None,
 ) -> FloatArray:
-    """Reference chunk plus optional seeded noise (same seed and anchor, same chunk)."""
+    """Reference chunk plus optional seeded noise (same seed and anchor, same chunk).
+
+    ``observed`` (joints then gripper), as a policy that predicts from the arm's state: the
+    chunk starts where the arm was observed and moves as the reference does from there,
+    step i = observed + ref(anchor + i/hz) - ref(anchor), for the positions in the action
+    (every dimension in absolute spaces, the gripper in velocity spaces)."""
     values = reference_chunk(model, anchor_wall, steps)
+    if observed is not None and observed.shape == (model.action_dim,):
+        offset = observed - reference_position(model, anchor_wall)
+        if model.action_space in ABSOLUTE_SPACES:
+            values = values + offset
+        else:
+            values[:, -1] += offset[-1]
+        values[:, -1] = np.clip(values[:, -1], 0.0, 1.0)
     if noise > 0:
         rng = np.random.default_rng(seed)
         values = values + rng.normal(0.0, noise, size=values.shape)

@@ -86,6 +86,9 @@ class GatewaySimulator:
     request that passed auth and parsed as JSON, with its answer ``status`` and
     ``anchor_wall`` (the wall time step 0 is computed for). ``action_noise`` > 0 adds
     Gaussian noise seeded by the request's ``seed`` option, so a seed fixes the chunk.
+    ``state_conditioned`` makes chunks start at the observed joint positions and gripper and
+    follow the reference's motion from there, as a real policy predicts from the arm's state:
+    a plan played late then yanks the arm back at every swap (see ``responses.chunk_values``).
     """
 
     def __init__(
@@ -107,6 +110,7 @@ class GatewaySimulator:
         ms_per_kb: float = 0.0,
         models: Sequence[SimModel] | None = None,
         action_noise: float = 0.0,
+        state_conditioned: bool = False,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be >= 1")
@@ -123,6 +127,7 @@ class GatewaySimulator:
         self.ms_per_kb = ms_per_kb
         #: Std-dev of seeded per-request noise added to chunks (0: exact reference).
         self.action_noise = action_noise
+        self.state_conditioned = state_conditioned
         self.models: dict[str, SimModel] = {
             model.short_id: model
             for model in (models if models is not None else CATALOGUE.values())
