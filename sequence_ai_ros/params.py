@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sequence_ai_core.engine import FRESHNESS
+
 OUTPUT_TYPES = ("float64_multi_array", "joint_trajectory", "joint_state")
 JOINT_OUTPUTS = frozenset({"joint_trajectory", "joint_state"})
 IMAGE_ENCODINGS = ("raw", "compressed")
@@ -53,6 +55,13 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("autostart", "bool", False, "Start an episode on activate."),
     ParamSpec("prefetch", "bool", True, "Request the next chunk before the plan runs out."),
     ParamSpec("max_in_flight", "integer", 3, "Requests outstanding at once.", ">= 1"),
+    ParamSpec(
+        "freshness",
+        "string",
+        "fresh",
+        "Plan lag: smallest sustainable (fresh) or whole round trip (fewer requests).",
+        "|".join(FRESHNESS),
+    ),
     ParamSpec(
         "smooth_seam", "integer", 0, "Steps blended at a chunk seam (absolute spaces).", ">= 0"
     ),
@@ -105,6 +114,7 @@ class NodeConfig:
     autostart: bool
     prefetch: bool
     max_in_flight: int
+    freshness: str
     smooth_seam: int
     startup_timeout_s: float
     max_observation_age_s: float
@@ -128,6 +138,12 @@ def secret_parameter_names(names: Sequence[str]) -> list[str]:
 def _require(ok: bool, name: str, problem: str) -> None:
     if not ok:
         raise ParameterError(name, problem)
+
+
+def _choice(raw: Mapping[str, Any], name: str, choices: Sequence[str]) -> str:
+    value = str(raw[name])
+    _require(value in choices, name, f"'{value}' is not one of {', '.join(choices)}")
+    return value
 
 
 def _finite(raw: Mapping[str, Any], name: str, *, minimum: float, strict: bool) -> float:
@@ -242,12 +258,7 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         "base_url",
         f"must start with http:// or https://, got {base_url!r}",
     )
-    output_type = str(raw["output_type"])
-    _require(
-        output_type in OUTPUT_TYPES,
-        "output_type",
-        f"'{output_type}' is not one of {', '.join(OUTPUT_TYPES)}",
-    )
+    output_type = _choice(raw, "output_type", OUTPUT_TYPES)
     joint_names = _strings(raw, "joint_names")
     _require(
         bool(joint_names) or output_type not in JOINT_OUTPUTS,
@@ -278,6 +289,7 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         autostart=bool(raw["autostart"]),
         prefetch=bool(raw["prefetch"]),
         max_in_flight=_int(raw, "max_in_flight", minimum=1),
+        freshness=_choice(raw, "freshness", FRESHNESS),
         smooth_seam=_int(raw, "smooth_seam", minimum=0),
         startup_timeout_s=_finite(raw, "startup_timeout_s", minimum=0.0, strict=False),
         max_observation_age_s=_finite(raw, "max_observation_age_s", minimum=0.0, strict=True),

@@ -237,6 +237,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         engine_config = EngineConfig(
             prefetch=self.config.prefetch,
             max_in_flight=self.config.max_in_flight,
+            freshness=self.config.freshness,
             smooth_seam=self.config.smooth_seam,
             startup_timeout_s=self.config.startup_timeout_s,
             control_hz=self.config.control_hz,

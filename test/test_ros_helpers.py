@@ -58,6 +58,7 @@ def test_defaults_parse_and_fill_hardware_id() -> None:
         ({"model": " "}, "model"),
         ({"base_url": "ftp://x"}, "base_url"),
         ({"output_type": "twist"}, "output_type"),
+        ({"freshness": "stale"}, "freshness"),
         ({"output_type": "joint_trajectory"}, "joint_names"),
         ({"control_hz": -1.0}, "control_hz"),
         ({"max_actions": 0}, "max_actions"),
