@@ -27,8 +27,9 @@ def _checked(key: str | None) -> str | None:
     key = key.strip()
     if not key:
         return None
-    if any(ch.isspace() or not ch.isprintable() for ch in key):
-        raise ValueError("API key contains whitespace or control characters")
+    # HTTP headers are ASCII: httpx would raise UnicodeEncodeError with the key in its args.
+    if not key.isascii() or any(ch.isspace() or not ch.isprintable() for ch in key):
+        raise ValueError("API key contains whitespace, control or non-ASCII characters")
     return key
 
 

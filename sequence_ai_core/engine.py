@@ -170,6 +170,7 @@ class PlaybackEngine:
         self._discarded = 0
         self._first_tick_at: float | None = None
         self._not_before = -math.inf
+        self._warming = False  # a cold worker answered before the first action
         self._last_start_at = -math.inf
         self._error: SequencesError | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -244,6 +245,7 @@ class PlaybackEngine:
         """Live numbers for diagnostics."""
         return {
             "state": self._state(),
+            "warming": int(self._warming and self._stats.first_action_at is None),
             "action_space": self.action_space or "",
             **self._stats.live(),
             "discarded_chunks": self._discarded,
@@ -379,6 +381,7 @@ class PlaybackEngine:
             if remaining <= 0:
                 raise exc
             wait = exc.retry_after_s if exc.retry_after_s is not None else DEFAULT_WARMING_RETRY_S
+            self._warming = True
             self._not_before = max(self._not_before, now + min(wait, remaining))
             self._retries += 1
             return

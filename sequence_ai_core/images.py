@@ -16,6 +16,8 @@ from PIL import Image
 
 from .types import ImageFrame
 
+# Pillow 9.0 (Ubuntu 22.04's python3-pil) predates the Image.Resampling enum.
+_BILINEAR = getattr(Image, "Resampling", Image).BILINEAR
 _SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
 
 
@@ -53,7 +55,7 @@ def fit_with_padding(image: Image.Image, size: tuple[int, int]) -> Image.Image:
     scale = min(width / image.width, height / image.height)
     scaled_w = max(1, round(image.width * scale))
     scaled_h = max(1, round(image.height * scale))
-    scaled = image.resize((scaled_w, scaled_h), Image.Resampling.BILINEAR)
+    scaled = image.resize((scaled_w, scaled_h), _BILINEAR)
     canvas = Image.new("RGB", (width, height), (0, 0, 0))
     canvas.paste(scaled, ((width - scaled_w) // 2, (height - scaled_h) // 2))
     return canvas

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sequence_ai_core import connect
 from sequence_ai_core.credentials import (
     credentials_path,
     delete_api_key,
@@ -95,6 +96,13 @@ def test_keys_with_whitespace_inside_are_refused_without_echo(clean_env: Path) -
         save_api_key("two words")
     with pytest.raises(ValueError):
         save_api_key("   ")
+
+
+def test_non_ascii_keys_are_refused_before_reaching_the_http_layer(clean_env: Path) -> None:
+    # httpx would raise UnicodeEncodeError carrying "Bearer <key>" in its args.
+    with pytest.raises(ValueError, match="non-ASCII") as info:
+        connect("pi05-droid", api_key="sk-\u00e9t\u00e9", base_url="http://127.0.0.1:9")
+    assert "sk-" not in str(info.value)
 
 
 def test_delete(clean_env: Path) -> None:

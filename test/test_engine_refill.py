@@ -138,12 +138,15 @@ def test_warming_before_the_first_action_is_waited_out_re_observing(
     with PlaybackEngine(policy, EngineConfig(startup_timeout_s=5.0)) as engine:
         now = 0.0
         kinds = []
+        warming = []
         while now < 3.0:
             kinds.append(engine.tick(now, observe).kind)
             engine.wait_idle(HANG_GUARD_S)
+            warming.append(engine.snapshot()["warming"])
             now += 0.1
         outcome = engine.outcome(reason="completed", stopped_early=False)
     assert kinds[:11] == ["waiting"] * 11  # retries wait out Retry-After: at 0.5 and 1.0 s
+    assert 1 in warming[:11] and warming[-1] == 0  # diagnostics see the wait, then its end
     assert "action" in kinds and "underrun" not in kinds[: kinds.index("action")]
     assert outcome.retries == 2
     assert observe.calls >= 3
