@@ -40,7 +40,7 @@ bench-full: $(VENV)/.test
 	$(BIN)/python -m bench --full
 
 soak: $(VENV)/.test
-	$(BIN)/python -m pytest -q -m soak
+	$(BIN)/python -m pytest -q -s -m soak
 
 clean:
 	rm -rf $(VENV) build *.egg-info
