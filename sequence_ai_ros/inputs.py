@@ -84,10 +84,23 @@ class InputStore:
     def on_image(self, view: str, image: RawImage | bytes, stamp_s: float | None = None) -> None:
         self._images[view] = self._received(image, stamp_s)
 
-    def measured_arm(self) -> FloatArray | None:
-        """Latest arm joint positions (for holds), however old."""
-        if self._joints is None or not isinstance(self._joints.payload, JointReading):
+    def arm_problem(self, max_age_s: float | None = None) -> str | None:
+        """Why there is no usable arm reading (none, unusable, or older than ``max_age_s``)."""
+        if self._joints is None:
+            return "no joint_states received yet"
+        if not isinstance(self._joints.payload, JointReading):
+            return str(self._joints.payload)
+        age = self._monotonic() - self._joints.arrived
+        if max_age_s is not None and age > max_age_s:
+            return f"joint_states is {age:.2f} s old (max_observation_age_s={max_age_s:g})"
+        return None
+
+    def measured_arm(self, max_age_s: float | None = None) -> FloatArray | None:
+        """Latest arm joint positions, or None if there is none as fresh as ``max_age_s``.
+        Targets built on a frozen reading (a stalled driver) would pull the arm back."""
+        if self.arm_problem(max_age_s) is not None:
             return None
+        assert self._joints is not None and isinstance(self._joints.payload, JointReading)
         return self._joints.payload.positions.copy()
 
     def _fresh(self, what: str, received: _Received | None, now: float) -> _Received:

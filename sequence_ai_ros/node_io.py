@@ -2,11 +2,14 @@
 
 QoS (DESIGN §6): sensors best effort (sensor-data profile, which also matches reliable
 publishers); instruction and estop reliable + transient local, so a late-joining node still
-sees a latched e-stop; commands reliable.
+sees a latched e-stop, plus a best-effort volatile twin of each, because DDS matches no
+volatile or best-effort publisher (``create_publisher(Bool, "estop", 10)``) with the latched
+one; commands reliable.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from functools import partial
@@ -20,7 +23,7 @@ from std_msgs.msg import Bool, Float64MultiArray, MultiArrayDimension, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from sequence_ai_core.types import ABSOLUTE_SPACES, FloatArray, Model
+from sequence_ai_core.types import ABSOLUTE_SPACES, VELOCITY_SPACES, FloatArray, Model
 
 from . import conversions as conv
 from .hold import hold_command
@@ -43,6 +46,17 @@ _TYPES = conv.MessageTypes(
 )
 
 
+# Timer period until the first chunk says its rate, when neither the control_hz parameter
+# nor the catalogue entry gives one.
+FALLBACK_PERIOD_S = 0.1
+
+
+def default_period(config: NodeConfig, model: Model) -> float:
+    """The control period before a chunk arrives: parameter, else catalogue, else fallback."""
+    hz = config.control_hz or model.control_hz
+    return 1.0 / hz if hz and math.isfinite(hz) and hz > 0 else FALLBACK_PERIOD_S
+
+
 def _seconds(stamp: Any) -> float:
     return float(stamp.sec) + float(stamp.nanosec) * 1e-9
 
@@ -53,8 +67,11 @@ class NodeIO:
         self.config = config
         self.model = model
         self.inputs = InputStore(config)
+        #: What the arm was last commanded, in action-space units (a hold included).
         self.last_action: FloatArray | None = None
+        self._last_positions: FloatArray | None = None  # last joint targets sent
         self.action_space = ""
+        self.period_s = default_period(config, model)  # the rate play() last used
         self.holds = 0  # holds for early stops (each also calls the hold service)
         self._underrun_held = False
         self._entities: list[tuple[Callable[[Any], Any], Any]] = []
@@ -89,8 +106,16 @@ class NodeIO:
                 self._sub(CompressedImage, topic, partial(self._on_compressed, view), sensor)
             else:
                 self._sub(Image, topic, partial(self._on_image, view), sensor)
-        self._sub(String, "instruction", self._on_instruction, latched)
-        self._sub(Bool, "estop", self._on_estop, latched)
+        # Each input twice: latched (state on join) and best effort + volatile (matches any
+        # publisher). A message may arrive on both; the callbacks are idempotent.
+        anyone = QoSProfile(
+            depth=10,
+            reliability=ReliabilityPolicy.BEST_EFFORT,
+            durability=DurabilityPolicy.VOLATILE,
+        )
+        for qos in (latched, anyone):
+            self._sub(String, "instruction", self._on_instruction, qos)
+            self._sub(Bool, "estop", self._on_estop, qos)
         start = node.create_service(Trigger, "~/start_episode", self._on_start)
         stop = node.create_service(Trigger, "~/stop", self._on_stop)
         self._entities += [(node.destroy_service, start), (node.destroy_service, stop)]
@@ -145,6 +170,7 @@ class NodeIO:
 
     def begin_episode(self) -> None:
         self.last_action = None
+        self._last_positions = None
         self.action_space = ""
         self._underrun_held = False
 
@@ -152,10 +178,21 @@ class NodeIO:
         self, action: FloatArray, space: str, safety: SafetyChecks, period_s: float
     ) -> str | None:
         """Check and publish one action; the reason it was refused, or None."""
-        measured = self.inputs.measured_arm()
+        max_age = self.config.max_observation_age_s
+        measured = self.inputs.measured_arm(max_age)
         previous = self.last_action
-        if previous is None and space in ABSOLUTE_SPACES and space.startswith("joint"):
+        first_absolute = previous is None and space == "joint_absolute"
+        builds_positions = self.config.output_type != "float64_multi_array" and (
+            space not in ABSOLUTE_SPACES
+        )
+        if measured is None and (first_absolute or builds_positions):
+            # A target anchored at a stale reading would pull the arm back to it.
+            return f"no fresh arm position: {self.inputs.arm_problem(max_age)}"
+        if first_absolute:
             previous = measured  # the first target must not jump away from where the arm is
+        elif previous is None and space in VELOCITY_SPACES:
+            # The arm is still: bound the first velocity too (arm dims; the gripper is a position).
+            previous = np.zeros(len(action) - self.config.gripper_dims)
         reason = safety.check(action, previous)
         if reason:
             return reason
@@ -169,7 +206,9 @@ class NodeIO:
         problem = self._publish(command, period_s)
         if problem is None:
             self.last_action = action.copy()
+            self._last_positions = command.positions
             self.action_space = space
+            self.period_s = period_s
             self._underrun_held = False
         return problem
 
@@ -180,15 +219,23 @@ class NodeIO:
             self._call_hold_service()
         if not self.action_space:
             return
+        # Stale reading: hold at the last target sent (the controller's goal), not at it.
+        measured = self.inputs.measured_arm(self.config.max_observation_age_s)
         command = hold_command(
             action_space=self.action_space,
             gripper_dims=self.config.gripper_dims,
             last_action=self.last_action,
-            measured=self.inputs.measured_arm(),
+            measured=self._last_positions if measured is None else measured,
         )
-        problem = None if command is None else self._publish(command, 1.0 / self.model.control_hz)
+        if command is None:
+            return
+        problem = self._publish(command, self.period_s)
         if problem:
             self.node.get_logger().error(f"hold not published: {problem}")
+        else:
+            # max_step compares the next action with what the arm was told last: the hold.
+            self.last_action = np.concatenate([command.arm, command.gripper])
+            self._last_positions = command.positions
 
     def hold_underrun(self) -> None:
         """Once per underrun spell: a velocity or delta command would otherwise keep

@@ -7,6 +7,8 @@ tick asks the engine for the step due now, checks it, and publishes it or holds.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from rcl_interfaces.msg import ParameterDescriptor  # type: ignore[import-not-fo
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
 
 from sequence_ai_core.credentials import resolve_api_key
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
@@ -27,7 +30,7 @@ from sequence_ai_core.policy import Policy, connect
 
 from . import diagnostics, params
 from .episode import Episodes
-from .node_io import NodeIO
+from .node_io import NodeIO, default_period
 from .safety import SafetyChecks, load_validator
 
 _PARAM_TYPES = {
@@ -154,7 +157,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             config, model.action_dim, model.camera_views, self.get_logger().warning
         )
         self._safety = self._safety_checks(config, model.action_dim)
-        self._default_period = 1.0 / (config.control_hz or model.control_hz)
+        self._default_period = default_period(config, model)  # catalogue may lack control_hz
         self.config = config
         self.io = NodeIO(self, config, model)
         self.io.create()
@@ -229,11 +232,9 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         """Begin an episode; None on success, else why not."""
         if self.config is None or self._policy is None:
             return "node is not configured"
-        problem = self.episodes.start(
-            active=self._lifecycle == "active", max_actions=self.config.max_actions
-        )
-        if problem:
-            return problem
+        # Built before episodes.start(): a ValueError here must not leave an episode "running"
+        # without an engine. A catalogue entry without horizon/rate covers 0 s: unknown.
+        covers = self._policy.describe().covers_seconds
         engine_config = EngineConfig(
             prefetch=self.config.prefetch,
             max_in_flight=self.config.max_in_flight,
@@ -242,8 +243,13 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             startup_timeout_s=self.config.startup_timeout_s,
             control_hz=self.config.control_hz,
             # Known chunk length lets the first requests stagger (0.50/0.64 s models).
-            expected_covers_s=self._policy.describe().covers_seconds,
+            expected_covers_s=covers if covers > 0 else None,
         )
+        problem = self.episodes.start(
+            active=self._lifecycle == "active", max_actions=self.config.max_actions
+        )
+        if problem:
+            return problem
         self.engine = PlaybackEngine(self._policy, engine_config, clock=time.monotonic)
         self._last_error = None
         assert self.io is not None
@@ -278,10 +284,12 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         return True
 
     def on_estop(self, engaged: bool) -> None:
-        """Latch and stop at once, from the subscription callback, not the next tick."""
+        """Latch and stop at once, from the subscription callback, not the next tick.
+        Idempotent: one message may arrive on both e-stop subscriptions (see NodeIO)."""
+        was_latched = self.episodes.estop_latched
         if self.episodes.set_estop(engaged):
             self.stop_episode("estop")
-        if engaged:
+        if engaged and not was_latched:
             self.get_logger().warning("e-stop engaged: latched until released")
         if self._updater is not None:
             self._updater.force_update()
@@ -356,12 +364,21 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
+    # rclpy's own SIGINT/SIGTERM handlers shut the context down before KeyboardInterrupt gets
+    # here, so the hold in release() would go out on a dead context and a forward controller
+    # would keep the last velocity. Without them, SIGINT raises KeyboardInterrupt and SIGTERM
+    # (launch's second stop signal) is made to do the same; the context stays up for the hold.
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    if threading.current_thread() is threading.main_thread():  # signal.signal's requirement
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     node = PolicyNode()
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
-        executor.spin()
+        # Nothing wakes a blocked wait on a signal now (rclpy's handler did): poll, so that
+        # Python runs the handler even when no timer is due (an unconfigured node).
+        while rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:

@@ -220,3 +220,138 @@ def test_main_spins_until_shutdown_and_releases(ros: Graph) -> None:
     thread.join(timeout=5.0)
     assert not thread.is_alive()
     assert not any(n.get_name() == "sequence_ai" for n in ros.nodes)  # destroyed on the way out
+
+
+# ---------------------------------------------------------------------- exit and e-stop wiring
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_exit_signal_holds_on_a_live_context(
+    ros: Graph, sim: GatewaySimulator, monkeypatch: pytest.MonkeyPatch, signal_name: str
+) -> None:
+    """Ctrl-C, and launch's SIGINT then SIGTERM. With rclpy's default handlers the context is
+    shut down before main() sees the signal and the hold dies with it (the double models
+    Humble's handlers: contexts shut down, SIGINT chained to KeyboardInterrupt)."""
+    import os
+    import signal
+
+    signum = getattr(signal, signal_name)
+
+    from sequence_ai_ros import policy_node as module
+
+    sim_arm()
+    driver = Driver()
+    node = policy_node(sim)
+    bring_up(node)
+    assert node.start_episode() is None
+    monkeypatch.setattr(module, "PolicyNode", lambda: node)
+    sent: list[int] = []
+
+    def stop_process() -> None:
+        if len(ros.messages("/action")) >= 4 and not sent:
+            # Never kill the test run itself: only signal into a Python handler.
+            assert callable(signal.getsignal(signum)), f"{signal_name} would kill pytest"
+            sent.append(len(ros.messages("/action")))
+            os.kill(os.getpid(), signum)
+
+    driver.node.create_timer(0.01, stop_process)
+    module.main([])  # in the main thread, as ros2 run / launch start it
+    assert sent and not [m for level, m in node.log_records if level == "ERROR"]
+    assert len(ros.messages("/action")) > sent[0]
+    assert list(ros.messages("/action")[-1].data) == [0.0] * 7  # the hold went out
+    assert driver.hold_calls == 1 and node.episodes.last_end.reason == "stopped"
+    assert not any(n.get_name() == "sequence_ai" for n in ros.nodes)
+    assert ros.signal_handler_options.name == "NO"
+
+
+def test_main_calls_rclpy_as_humble_defines_it() -> None:
+    """The double accepts what it is given; rclpy 3.3.15's sources say what init() takes."""
+    import ast
+    import sysconfig
+    from pathlib import Path
+
+    rclpy_dir = Path(sysconfig.get_paths()["purelib"]) / "rclpy"
+    if not rclpy_dir.is_dir():
+        pytest.skip("rclpy-intellisense not installed")
+    init_source = (rclpy_dir / "__init__.py").read_text()
+    init = next(
+        n
+        for n in ast.parse(init_source).body
+        if isinstance(n, ast.FunctionDef) and n.name == "init"
+    )
+    accepted = {a.arg for a in init.args.kwonlyargs}
+    source = Path(__file__).resolve().parents[1] / "sequence_ai_ros" / "policy_node.py"
+    main = next(
+        n
+        for n in ast.parse(source.read_text()).body
+        if isinstance(n, ast.FunctionDef) and n.name == "main"
+    )
+    calls = {ast.unparse(c.func): c for c in ast.walk(main) if isinstance(c, ast.Call)}
+    keywords = {k.arg: ast.unparse(k.value) for k in calls["rclpy.init"].keywords}
+    assert set(keywords) <= accepted
+    assert keywords["signal_handler_options"] == "SignalHandlerOptions.NO"
+    assert "SignalHandlerOptions.NO" in init_source  # a pybind11 enum: its members show here
+    assert "from rclpy.utilities import ok" in init_source  # rclpy.ok()
+    spin_once = calls["executor.spin_once"]
+    assert [k.arg for k in spin_once.keywords] == ["timeout_sec"]
+    assert "signal.signal(signal.SIGTERM, signal.default_int_handler)" in ast.unparse(main)
+
+
+def test_double_matches_qos_as_dds_does(ros: Graph) -> None:
+    from rclpy.node import Node
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import Bool
+
+    node = Node("qos_probe")
+    latched = QoSProfile(
+        depth=1,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL,
+    )
+    got: list[bool] = []
+    node.create_subscription(Bool, "probe", lambda m: got.append(m.data), latched)
+    node.create_publisher(Bool, "probe", 10).publish(Bool(data=True))  # volatile offer
+    best_effort = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+    node.create_publisher(Bool, "probe", best_effort).publish(Bool(data=True))
+    assert got == []
+    node.create_publisher(Bool, "probe", latched).publish(Bool(data=False))
+    assert got == [False]
+    node.create_subscription(Bool, "probe", lambda m: got.append(m.data), latched)
+    assert got == [False, False]  # the late joiner got the latched message
+
+
+@pytest.mark.parametrize("profile", ["default", "sensor_data"])
+def test_estop_from_an_ordinary_publisher_latches(
+    ros: Graph, sim: GatewaySimulator, profile: str
+) -> None:
+    from rclpy.node import Node
+    from rclpy.qos import qos_profile_sensor_data
+    from std_msgs.msg import Bool, String
+
+    sim_arm()
+    driver = Driver()
+    node = policy_node(sim)
+    bring_up(node)
+    qos = 10 if profile == "default" else qos_profile_sensor_data
+    operator = Node("operator")
+    operator.create_publisher(String, "instruction", qos).publish(String(data="wipe"))
+    assert node.io.inputs.instruction == "wipe"
+    assert node.start_episode() is None
+    spin_until_actions(ros, 2)
+    before = len(ros.messages("/action"))
+    operator.create_publisher(Bool, "estop", qos).publish(Bool(data=True))
+    assert node.episodes.estop_latched and node.episodes.last_end.reason == "estop"
+    assert len(ros.messages("/action")) == before + 1 and driver.hold_calls == 1
+    assert node.start_episode() is not None  # latched
+    driver.estop(True)  # reliable + transient local: arrives on both subscriptions
+    warnings = [m for level, m in node.log_records if "e-stop engaged" in m]
+    assert len(warnings) == 1 and driver.hold_calls == 1
+
+
+def test_estop_latched_before_configure_is_seen_on_join(ros: Graph, sim: GatewaySimulator) -> None:
+    driver = Driver()
+    driver.estop(True)  # reliable + transient local: kept for late joiners
+    node = policy_node(sim)
+    bring_up(node)
+    assert node.episodes.estop_latched
+    assert "latched" in (node.start_episode() or "")

@@ -173,3 +173,91 @@ def test_first_absolute_target_must_be_near_the_measured_arm(
     end = node.episodes.last_end
     assert end.reason == "validate" and "max_step" in end.detail
     assert ros.messages("/action") == [] and driver.hold_calls == 1
+
+
+# ---------------------------------------------------------------------- what the checks compare
+
+
+def test_max_step_compares_with_the_hold_and_bounds_the_first_velocity(
+    ros: Graph, sim: GatewaySimulator
+) -> None:
+    import numpy as np
+
+    node = policy_node(sim, max_step=[0.5])
+    bring_up(node)
+    io, safety, period = node.io, node._safety, 1 / 15
+
+    def play(arm: float, gripper: float = 0.5) -> str | None:
+        return io.play(np.array([arm] * 7 + [gripper]), "joint_velocity", safety, period)
+
+    io.begin_episode()
+    assert "max_step" in (play(0.6) or "")  # from rest: 0.6 rad/s in one step
+    assert play(0.4, gripper=0.9) is None  # the gripper is a position, not compared with 0
+    io.hold_underrun()
+    assert list(ros.messages("/action")[-1].data) == [0.0] * 7
+    assert "max_step" in (play(0.85) or "")  # 0.85 from the hold's 0, not from 0.4
+    assert play(0.3) is None
+
+
+def _joint_trajectory_node(sim: GatewaySimulator, **changes: Any) -> Any:
+    values: dict[str, Any] = {
+        "output_type": "joint_trajectory",
+        "camera_views": None,
+        "camera_topics": None,
+        "camera_encodings": None,
+    }
+    return policy_node(sim, **{**values, **changes})
+
+
+def test_stale_joint_states_stop_before_a_target_is_anchored_on_them(
+    ros: Graph, sim: GatewaySimulator
+) -> None:
+    from sensor_msgs.msg import JointState
+
+    driver = Driver()
+    publisher = driver.node.create_publisher(JointState, "joint_states", 10)
+    live = [True]
+
+    def publish() -> None:
+        if live[0]:
+            publisher.publish(JointState(name=[*JOINTS, "gripper"], position=[0.1] * 7 + [0.5]))
+
+    driver.node.create_timer(0.02, publish)
+    node = _joint_trajectory_node(sim, max_observation_age_s=0.2)
+    bring_up(node)
+    assert node.start_episode() is None
+    spin_until_actions(ros, 3)
+    live[0] = False  # the driver stalls; its last reading stays at 0.1
+    assert ros.spin_for(3.0, until=lambda: not node.episodes.running)
+    end = node.episodes.last_end
+    assert end.reason == "validate" and "joint_states is" in end.detail and "old" in end.detail
+    commands = ros.messages("/action")
+    hold, last = commands[-1].points[0], commands[-2].points[0]
+    assert list(hold.velocities) == [0.0] * 7
+    assert list(hold.positions) == list(last.positions)  # at the last target, not at 0.1
+    assert driver.hold_calls == 1
+
+
+@pytest.mark.parametrize("control_hz", [15.0, 0.0])
+def test_catalogue_entry_without_horizon_or_rate(
+    ros: Graph, sim: GatewaySimulator, monkeypatch: pytest.MonkeyPatch, control_hz: float
+) -> None:
+    import dataclasses
+
+    from sequence_ai_core.policy import Policy
+
+    describe = Policy.describe
+    monkeypatch.setattr(
+        Policy,
+        "describe",
+        lambda self: dataclasses.replace(describe(self), action_horizon=0, control_hz=0.0),
+    )
+    sim_arm()
+    driver = Driver()
+    node = policy_node(sim, control_hz=control_hz)
+    bring_up(node)
+    assert node.start_episode() is None
+    assert node.engine is not None and node.engine.config.expected_covers_s is None
+    spin_until_actions(ros, 3)
+    assert driver.call("/sequence_ai/stop").success
+    assert list(ros.messages("/action")[-1].data) == [0.0] * 7 and driver.hold_calls == 1

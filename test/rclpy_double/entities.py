@@ -75,6 +75,10 @@ class Future:
             self._callbacks.append(callback)
 
 
+class RCLError(RuntimeError):
+    """rclpy._rclpy_pybind11.RCLError: what an entity of a shut-down context raises."""
+
+
 class _Entity:
     destroyed = False
 
@@ -87,7 +91,9 @@ class Publisher(_Entity):
         if not isinstance(msg, self.msg_type):
             raise TypeError(f"Expected {self.msg_type.__name__}, got {type(msg).__name__}")
         assert not self.destroyed, "publish on a destroyed publisher"
-        self.node.graph.deliver(self.topic_name, msg)
+        if self.node.graph.shutdown:
+            raise RCLError("Failed to publish: publisher's context is invalid")
+        self.node.graph.deliver(self.topic_name, msg, self.qos, self)
 
 
 class LifecyclePublisher(Publisher):

@@ -116,7 +116,7 @@ class Node(ParameterStore):
         assert isinstance(qos_profile, (QoSProfile, int))
         subscription = Subscription(msg_type, self._resolve(topic), callback, qos_profile)
         self.subscriptions.append(subscription)
-        self.graph.subscriptions[subscription.topic_name].append(subscription)
+        self.graph.subscribe(subscription)
         return subscription
 
     def create_service(
@@ -165,6 +165,7 @@ class Node(ParameterStore):
         return True
 
     def destroy_publisher(self, publisher: Publisher) -> bool:
+        self.graph.forget(publisher)
         return self._destroy(publisher, self.publishers)
 
     def destroy_subscription(self, subscription: Subscription) -> bool:
@@ -184,6 +185,8 @@ class Node(ParameterStore):
     def destroy_node(self) -> None:
         for entity in [*self.publishers, *self.subscriptions, *self.timers, *self.services]:
             entity.destroyed = True
+        for publisher in self.publishers:
+            self.graph.forget(publisher)
         for subscription in self.subscriptions:
             self.graph.subscriptions[subscription.topic_name].remove(subscription)
         for service in self.services:
