@@ -48,21 +48,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
 
 import numpy as np
 
+from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, PolicyLike, Tick
 from .errors import InvalidRequest, InvalidResponse, SequencesError, Unavailable
 from .outcome import RunOutcome
 from .plan import SKIPPING_SPACES, ChunkPlan, checked_period
 from .stats import PlaybackStats, SampleWindow
-from .types import ActionChunk, FloatArray, Observation, Prediction
+from .types import ActionChunk, Observation, Prediction
 
-DEFAULT_MAX_IN_FLIGHT = 3
 LEAD_QUANTILE = 0.95
 LATENCY_WINDOW = 50
 MIN_LATENCY_SAMPLES = 5
@@ -70,71 +69,22 @@ MIN_LATENCY_SAMPLES = 5
 STARTUP_SPACING = 0.9
 #: Wait before retrying a warming worker that gave no Retry-After.
 DEFAULT_WARMING_RETRY_S = 1.0
-#: ``EngineConfig.freshness`` values: the smallest sustainable lag, or the whole round trip.
-FRESHNESS = ("fresh", "round_trip")
-
-
-class PolicyLike(Protocol):
-    """What the engine needs from ``Policy``."""
-
-    control_hz: float | None
-
-    def _fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction: ...
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """``prefetch=False`` is the strictly closed loop (request only when nothing is left to
-    play). ``control_hz`` overrides the chunk's rate; ``options`` go to ``/v1/act``."""
-
-    prefetch: bool = True
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
-    smooth_seam: int = 0
-    startup_timeout_s: float = 0.0
-    control_hz: float | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-    #: Seconds one chunk covers, from the catalogue (``Policy.describe().covers_seconds``).
-    #: With it, refills before the first action are staggered so that the plan is continuous
-    #: from the first action even when a chunk is shorter than the round trip.
-    expected_covers_s: float | None = None
-    #: ``"fresh"``: anchor chunks at the smallest lag the refills sustain (more requests per
-    #: second of motion). ``"round_trip"``: lag = the refill time (fewer requests, every
-    #: command one round trip old). See the module docs for the measured trade-off.
-    freshness: str = "fresh"
-
-    def __post_init__(self) -> None:
-        if self.freshness not in FRESHNESS:
-            raise ValueError(f"freshness must be one of {FRESHNESS}, got {self.freshness!r}")
-        if isinstance(self.max_in_flight, bool) or self.max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be >= 1, got {self.max_in_flight}")
-        if isinstance(self.smooth_seam, bool) or self.smooth_seam < 0:
-            raise ValueError(f"smooth_seam must be >= 0, got {self.smooth_seam}")
-        if not (math.isfinite(self.startup_timeout_s) and self.startup_timeout_s >= 0):
-            raise ValueError(f"startup_timeout_s must be >= 0, got {self.startup_timeout_s}")
-        covers = self.expected_covers_s
-        if covers is not None and not (math.isfinite(covers) and covers > 0):
-            raise ValueError(f"expected_covers_s must be positive, got {covers}")
-        hz = self.control_hz
-        if hz is not None and not (math.isfinite(hz) and hz > 0):
-            raise ValueError(f"control_hz must be a positive finite number, got {hz}")
-
-
-@dataclass(frozen=True)
-class Tick:
-    """What to do this tick. ``action`` is finite and of the run's size, or None."""
-
-    action: FloatArray | None
-    kind: str  # "action" | "waiting" (before the first action) | "underrun"
-    chunk_seq: int
-    step_index: int
-    new_chunk: bool
-    staleness_s: float
 
 
 @dataclass
 class _Request:
     future: Future[Prediction]
     observed_at: float
+
+
+__all__ = [
+    "DEFAULT_MAX_IN_FLIGHT",
+    "FRESHNESS",
+    "EngineConfig",
+    "PlaybackEngine",
+    "PolicyLike",
+    "Tick",
+]
 
 
 class PlaybackEngine:
