@@ -35,13 +35,11 @@ from faultkit import (
     key_free_texts,
     wait_until,
 )
+from test_client_errors import EXPECTED
 
 from sequence_ai_core import (
-    AuthError,
-    InvalidRequest,
     InvalidResponse,
     OutOfCredit,
-    PermissionDenied,
     SequencesError,
     Unavailable,
 )
@@ -80,20 +78,9 @@ def act_body(values: list[list[float]], **chunk: Any) -> dict[str, Any]:
 
 
 ROWS = [[0.01 * j for j in range(DIM)] for _ in range(HORIZON)]
-FATAL_STATUS = {
-    400: InvalidRequest,
-    401: AuthError,
-    402: OutOfCredit,
-    403: PermissionDenied,
-    404: InvalidRequest,
-    409: InvalidRequest,
-    410: InvalidRequest,
-    413: InvalidRequest,
-    422: InvalidRequest,
-    500: SequencesError,
-    501: SequencesError,
-}
-TRANSIENT_STATUS = (429, 502, 503, 504)
+# DESIGN §3's status table, written once (test_client_errors): transient ones may be retried.
+TRANSIENT_STATUS = tuple(code for code, error in EXPECTED.items() if error is Unavailable)
+FATAL_STATUS = {code: error for code, error in EXPECTED.items() if error is not Unavailable}
 TRANSIENT_FAULTS = {
     **{f"status-{code}": Fault.status(code) for code in TRANSIENT_STATUS},
     "reset": Fault.reset(),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import math
 import ssl
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from conftest import TEST_KEY
 from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
-from test_fuzz import fuzz
+from test_fuzz import DIM, MODEL, fuzz, gateway, policy
 
 from sequence_ai_core.errors import SequencesError
 from sequence_ai_core.images import encode_image
@@ -29,22 +29,9 @@ from sequence_ai_core.sim import GatewaySimulator
 from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Proprioception
 from sequence_ai_core.wire import encode_observation
 
-MODEL = "lingbot-vla-v2-6b"
-DIM = 7
+__all__ = ["gateway", "policy"]  # the fixtures, imported for pytest to find
 INPUT_EXAMPLES = {"observations": 100, "observation_images": 80, "images": 80}
 GOOD = Observation(Proprioception(joint_positions=[0.0] * DIM))
-
-
-@pytest.fixture(scope="module")
-def gateway() -> Iterator[GatewaySimulator]:
-    with GatewaySimulator(api_key=TEST_KEY) as sim:
-        yield sim
-
-
-@pytest.fixture
-def policy(gateway: GatewaySimulator) -> Iterator[Policy]:
-    with connect(MODEL, api_key=TEST_KEY, base_url=gateway.url) as handle:
-        yield handle
 
 
 # ------------------------------------------------------------------ observations
