@@ -26,6 +26,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from sequence_ai_core.types import ABSOLUTE_SPACES, VELOCITY_SPACES, FloatArray, Model
 
 from . import conversions as conv
+from . import trajectories as traj
 from .hold import hold_command
 from .inputs import InputStore, RawImage
 from .params import NodeConfig
@@ -74,6 +75,8 @@ class NodeIO:
         self.period_s = default_period(config, model)  # the rate play() last used
         self.holds = 0  # holds for early stops (each also calls the hold service)
         self._underrun_held = False
+        #: The chunk whose remaining steps went out as one trajectory (trajectory_mode=chunk).
+        self._trajectory_seq: int | None = None
         self._entities: list[tuple[Callable[[Any], Any], Any]] = []
         dims = config.gripper_dims
         single = dims == 1 and config.gripper_joint
@@ -173,11 +176,25 @@ class NodeIO:
         self._last_positions = None
         self.action_space = ""
         self._underrun_held = False
+        self._trajectory_seq = None
+
+    @property
+    def streams_chunks(self) -> bool:
+        return (
+            self.config.output_type == "joint_trajectory" and self.config.trajectory_mode == "chunk"
+        )
 
     def play(
-        self, action: FloatArray, space: str, safety: SafetyChecks, period_s: float
+        self,
+        action: FloatArray,
+        space: str,
+        safety: SafetyChecks,
+        period_s: float,
+        tick: Any = None,
     ) -> str | None:
-        """Check and publish one action; the reason it was refused, or None."""
+        """Check and publish one action; the reason it was refused, or None. With
+        ``trajectory_mode=chunk`` the engine's ``tick`` says which chunk plays: its remaining
+        steps go out once, as one trajectory, each checked like a single action first."""
         max_age = self.config.max_observation_age_s
         measured = self.inputs.measured_arm(max_age)
         previous = self.last_action
@@ -203,7 +220,10 @@ class NodeIO:
             measured=measured,
             period_s=period_s,
         )
-        problem = self._publish(command, period_s)
+        if self.streams_chunks and tick is not None:
+            problem = self._stream(tick, action, space, safety, measured, period_s)
+        else:
+            problem = self._publish(command, period_s)
         if problem is None:
             self.last_action = action.copy()
             self._last_positions = command.positions
@@ -211,6 +231,48 @@ class NodeIO:
             self.period_s = period_s
             self._underrun_held = False
         return problem
+
+    def _stream(
+        self,
+        tick: Any,
+        action: FloatArray,
+        space: str,
+        safety: SafetyChecks,
+        measured: FloatArray | None,
+        period_s: float,
+    ) -> str | None:
+        """Publish the rest of the playing chunk when it is new to the controller."""
+        current = getattr(self.node.engine, "current_chunk", None)
+        if self._trajectory_seq == tick.chunk_seq or current is None:
+            return None  # the controller is already playing this chunk's trajectory
+        chunk, anchor = current
+        steps = np.array(chunk.steps[tick.step_index :], dtype=np.float64)
+        steps[0] = action  # what the engine plays now (and what play() checked)
+        problem = traj.check_steps(steps[1:], action, safety.check)
+        if problem:
+            return problem
+        planned = traj.plan_trajectory(
+            steps,
+            action_space=space,
+            gripper_dims=self.config.gripper_dims,
+            measured=measured,
+            period_s=period_s,
+            velocities=self.config.trajectory_velocities,
+        )
+        if isinstance(planned, str):
+            return planned
+        late = traj.due_offset_s(anchor, tick.step_index, period_s, time.monotonic())
+        now_ns = self.node.get_clock().now().nanoseconds - int(late * 1e9)
+        stamp = Time(sec=now_ns // 1_000_000_000, nanosec=now_ns % 1_000_000_000)
+        names = self.config.joint_names
+        rows = planned.velocities if planned.velocities is not None else [None] * len(planned)
+        points = list(zip(planned.positions, rows, planned.times_s, strict=True))
+        self.action_pub.publish(conv.joint_trajectory(_TYPES, names, points, stamp))
+        if self.gripper_pub is not None and planned.gripper.shape[1]:
+            grip = [(row, None, t) for row, t in zip(planned.gripper, planned.times_s, strict=True)]
+            self.gripper_pub.publish(conv.joint_trajectory(_TYPES, self.gripper_names, grip, stamp))
+        self._trajectory_seq = tick.chunk_seq
+        return None
 
     def hold(self, *, early: bool) -> None:
         """Send the hold command; on an early stop also call the driver's hold service."""
@@ -229,6 +291,7 @@ class NodeIO:
         )
         if command is None:
             return
+        self._trajectory_seq = None  # the hold replaces any trajectory sent
         problem = self._publish(command, self.period_s)
         if problem:
             self.node.get_logger().error(f"hold not published: {problem}")
@@ -276,7 +339,11 @@ class NodeIO:
                 f"or action space {self.action_space or 'unknown'} has no joint targets"
             )
         elif output == "joint_trajectory":
-            point = (command.positions, command.velocities, period_s)
+            # Velocities only where the controller takes them at the last point (params.py).
+            velocities = command.velocities
+            if velocities is not None and np.any(velocities != 0.0):
+                velocities = velocities if self.config.trajectory_velocities else None
+            point = (command.positions, velocities, period_s)
             self.action_pub.publish(conv.joint_trajectory(_TYPES, names, [point], stamp))
         else:
             msg = conv.joint_state(_TYPES, names, command.positions, command.velocities, stamp)

@@ -15,6 +15,8 @@ from typing import Any
 
 from sequence_ai_core.engine import FRESHNESS
 
+from .trajectories import TRAJECTORY_MODES
+
 OUTPUT_TYPES = ("float64_multi_array", "joint_trajectory", "joint_state")
 JOINT_OUTPUTS = frozenset({"joint_trajectory", "joint_state"})
 IMAGE_ENCODINGS = ("raw", "compressed")
@@ -50,6 +52,25 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         "float64_multi_array",
         "Action message type.",
         "|".join(OUTPUT_TYPES),
+    ),
+    ParamSpec(
+        "trajectory_mode",
+        "string",
+        "chunk",
+        "joint_trajectory output: the rest of the chunk per message, or one point per tick.",
+        "|".join(TRAJECTORY_MODES),
+    ),
+    ParamSpec(
+        "trajectory_velocities",
+        "bool",
+        False,
+        "joint_trajectory output: send velocities too (cubic instead of linear interpolation).",
+    ),
+    ParamSpec(
+        "allow_nonzero_velocity_at_trajectory_end",
+        "bool",
+        False,
+        "The joint_trajectory_controller has this set (Humble always behaves so; Jazzy: false).",
     ),
     ParamSpec("max_actions", "integer", 1500, "Actions per episode before it completes.", ">= 1"),
     ParamSpec("autostart", "bool", False, "Start an episode on activate."),
@@ -110,6 +131,9 @@ class NodeConfig:
     jpeg_quality: int
     instruction: str
     output_type: str
+    trajectory_mode: str
+    trajectory_velocities: bool
+    allow_nonzero_velocity_at_trajectory_end: bool
     max_actions: int
     autostart: bool
     prefetch: bool
@@ -248,6 +272,30 @@ def _gripper(
     return dims, joint, topic
 
 
+def _trajectory(raw: Mapping[str, Any], output_type: str) -> tuple[str, bool, bool]:
+    """joint_trajectory output must be accepted by Humble's and Jazzy's default controller,
+    or name the controller parameter that makes it acceptable."""
+    mode = _choice(raw, "trajectory_mode", TRAJECTORY_MODES)
+    velocities = bool(raw["trajectory_velocities"])
+    moving_end = bool(raw["allow_nonzero_velocity_at_trajectory_end"])
+    if output_type != "joint_trajectory":
+        return mode, velocities, moving_end
+    _require(
+        mode != "point" or not velocities or moving_end,
+        "trajectory_velocities",
+        "with trajectory_mode=point every message ends with non-zero velocity, which "
+        "joint_trajectory_controller on Jazzy rejects by default ('Velocity of last trajectory "
+        "point ... is not zero'): set allow_nonzero_velocity_at_trajectory_end: true on the "
+        "controller and on this node, or trajectory_velocities: false, or trajectory_mode: chunk",
+    )
+    _require(
+        mode != "chunk" or int(raw["smooth_seam"]) == 0,
+        "smooth_seam",
+        "must be 0 with trajectory_mode=chunk: the controller plays the planned steps as sent",
+    )
+    return mode, velocities, moving_end
+
+
 def parse(raw: Mapping[str, Any]) -> NodeConfig:
     """Validate raw parameter values (unset arrays as None); raises ParameterError."""
     model = str(raw["model"]).strip()
@@ -273,6 +321,7 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
     )
     control_hz = _finite(raw, "control_hz", minimum=0.0, strict=False)
     lower, upper, max_step = _limits(raw)
+    trajectory_mode, trajectory_velocities, moving_end = _trajectory(raw, output_type)
     gripper_dims, gripper_joint, gripper_topic = _gripper(raw, joint_names, output_type)
     return NodeConfig(
         model=model,
@@ -285,6 +334,9 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         jpeg_quality=_int(raw, "jpeg_quality", minimum=1, maximum=100),
         instruction=str(raw["instruction"]),
         output_type=output_type,
+        trajectory_mode=trajectory_mode,
+        trajectory_velocities=trajectory_velocities,
+        allow_nonzero_velocity_at_trajectory_end=moving_end,
         max_actions=_int(raw, "max_actions", minimum=1),
         autostart=bool(raw["autostart"]),
         prefetch=bool(raw["prefetch"]),

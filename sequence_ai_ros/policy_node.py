@@ -325,7 +325,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if tick.new_chunk:
             io.publish_chunk(engine)
         if tick.kind == "action" and tick.action is not None:
-            problem = io.play(tick.action, engine.action_space or "", safety, period)
+            problem = io.play(tick.action, engine.action_space or "", safety, period, tick)
             if problem:
                 self.stop_episode("validate", detail=problem)
             elif self.episodes.count_action():

@@ -109,16 +109,35 @@ def _check_float64(ros: Graph, hold: Any, gripper_hold: Any) -> None:
 
 
 def _check_trajectory(ros: Graph, hold: Any, gripper_hold: Any) -> None:
+    """trajectory_mode=chunk (the default): the rest of each chunk as one trajectory, one
+    period per step, positions only, re-sent per chunk; the hold replaces it."""
+    msg = ros.messages("/action")[0]
+    assert msg.joint_names == JOINTS and len(msg.points) == 15  # the first chunk, whole
+    times = [p.time_from_start.sec * 10**9 + p.time_from_start.nanosec for p in msg.points]
+    assert times[0] == 66_666_667 and times[-1] == 1_000_000_000
+    assert all(b > a for a, b in zip(times, times[1:]))
+    assert all(len(p.positions) == 7 and list(p.velocities) == [] for p in msg.points)
+    assert msg.header.stamp.sec > 0
+    gripper = ros.messages("/gripper_command")[0]
+    assert gripper.joint_names == ["gripper"] and len(gripper.points) == 15
+    assert gripper.header.stamp == msg.header.stamp
+    assert len(hold.points) == 1
+    measured = list(ros.messages("/joint_states")[-1].position[:7])
+    assert np.allclose(hold.points[0].positions, measured)  # hold at the measured position
+    assert list(hold.points[0].velocities) == [0.0] * 7
+
+
+def _check_point_trajectory(ros: Graph, hold: Any, gripper_hold: Any) -> None:
+    """trajectory_mode=point: one point per tick, one period ahead, positions only (a
+    non-zero velocity at the only point is what Jazzy's default controller rejects)."""
     msg = ros.messages("/action")[0]
     assert msg.joint_names == JOINTS and len(msg.points) == 1
     point = msg.points[0]
-    assert len(point.positions) == 7 and len(point.velocities) == 7
+    assert len(point.positions) == 7 and list(point.velocities) == []
     assert (point.time_from_start.sec, point.time_from_start.nanosec) == (0, 66_666_667)
-    assert msg.header.stamp.sec > 0
-    gripper = ros.messages("/gripper_command")[0]
-    assert gripper.joint_names == ["gripper"] and len(gripper.points[0].positions) == 1
+    assert len(ros.messages("/action")) >= 5
     measured = list(ros.messages("/joint_states")[-1].position[:7])
-    assert np.allclose(hold.points[0].positions, measured)  # hold at the measured position
+    assert np.allclose(hold.points[0].positions, measured)
     assert list(hold.points[0].velocities) == [0.0] * 7
 
 
@@ -141,23 +160,25 @@ def _gripper_value(msg: Any) -> float:
 
 
 @pytest.mark.parametrize(
-    ("output_type", "check", "compressed"),
+    ("output_type", "check", "compressed", "mode"),
     [
-        ("float64_multi_array", _check_float64, True),
-        ("joint_trajectory", _check_trajectory, True),
-        ("joint_state", _check_joint_state, False),
+        ("float64_multi_array", _check_float64, True, "chunk"),
+        ("joint_trajectory", _check_trajectory, True, "chunk"),
+        ("joint_trajectory", _check_point_trajectory, True, "point"),
+        ("joint_state", _check_joint_state, False, "chunk"),
     ],
 )
 def test_output_messages_field_by_field(
-    ros: Graph, sim: GatewaySimulator, output_type: str, check: Any, compressed: bool
+    ros: Graph, sim: GatewaySimulator, output_type: str, check: Any, compressed: bool, mode: str
 ) -> None:
     image_format = "compressed" if compressed else "raw"
     arm = sim_arm(command_type=output_type, image_format=image_format)
     driver = Driver()
-    node = policy_node(sim, output_type=output_type, compressed=compressed)
+    node = policy_node(sim, output_type=output_type, compressed=compressed, trajectory_mode=mode)
     bring_up(node)
     assert node.start_episode() is None
-    spin_until_actions(ros, 5)
+    streams = output_type == "joint_trajectory" and mode == "chunk"
+    spin_until_actions(ros, 2 if streams else 5)
     for velocities in ros.messages("/action"):
         values = getattr(velocities, "data", None)
         assert values is None or all(math.isfinite(v) for v in values)

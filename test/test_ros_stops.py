@@ -223,7 +223,7 @@ def test_stale_joint_states_stop_before_a_target_is_anchored_on_them(
             publisher.publish(JointState(name=[*JOINTS, "gripper"], position=[0.1] * 7 + [0.5]))
 
     driver.node.create_timer(0.02, publish)
-    node = _joint_trajectory_node(sim, max_observation_age_s=0.2)
+    node = _joint_trajectory_node(sim, max_observation_age_s=0.2, trajectory_mode="point")
     bring_up(node)
     assert node.start_episode() is None
     spin_until_actions(ros, 3)
