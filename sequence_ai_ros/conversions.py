@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from sequence_ai_core.sim.trajectory import Trajectory, TrajectoryPoint
 from sequence_ai_core.types import ABSOLUTE_SPACES, DELTA_SPACES, VELOCITY_SPACES, FloatArray
 
 
@@ -194,3 +195,21 @@ def chunk_trajectory(
         for i, row in enumerate(steps)
     ]
     return joint_trajectory(types, names, points, stamp)
+
+
+def _nanoseconds(stamp: Any) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def controller_trajectory(msg: Any) -> Trajectory:
+    """A trajectory_msgs/JointTrajectory as the simulated controllers take it."""
+    points = tuple(
+        TrajectoryPoint(
+            tuple(float(v) for v in p.positions),
+            tuple(float(v) for v in p.velocities),
+            tuple(float(v) for v in p.accelerations),
+            _nanoseconds(p.time_from_start),
+        )
+        for p in msg.points
+    )
+    return Trajectory(tuple(msg.joint_names), points, _nanoseconds(msg.header.stamp))

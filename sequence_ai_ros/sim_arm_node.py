@@ -2,7 +2,10 @@
 
 Publishes ``joint_states`` and one camera topic per model view, and follows commands of the
 same type the policy node publishes (``command``, plus ``gripper_command`` when the gripper
-is split off). Built on ``sequence_ai_core.sim.SimulatedArm``.
+is split off). Built on ``sequence_ai_core.sim.SimulatedArm``. The ``controller`` parameter
+puts a ros2_control controller model in front of the joints (``forward_command`` takes
+Float64MultiArray, the ``jtc_*`` models JointTrajectory), which accepts and rejects what
+the real controller does and logs its messages.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from sequence_ai_core.sim import SimulatedArm
+from sequence_ai_core.sim.controllers import CONTROLLER_MODELS
 from sequence_ai_core.types import VELOCITY_SPACES, FloatArray
+from sequence_ai_ros.conversions import controller_trajectory
 
 _COMMAND_TYPES = {
     "float64_multi_array": Float64MultiArray,
@@ -51,7 +56,14 @@ class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         state_hz = self._param("state_hz", 50.0, "joint_states publish rate.")
         camera_hz = self._param("camera_hz", 10.0, "Camera publish rate; 0 = no cameras.")
         self._compressed = self._param("image_format", "compressed", "compressed | raw") != "raw"
-        self.arm = SimulatedArm(model, cameras=camera_hz > 0)
+        controller = self._param(
+            "controller", "none", f"none | {' | '.join(CONTROLLER_MODELS)} (ros2_control model)"
+        )
+        takes = "float64_multi_array" if controller == "forward_command" else "joint_trajectory"
+        if controller != "none" and command_type != takes:
+            raise ValueError(f"controller {controller} takes command_type {takes}")
+        self.arm = SimulatedArm(model, cameras=camera_hz > 0, controller=controller)
+        self.rejected = 0
         joints = self.arm.model.joint_count
         self.joint_names = [f"joint_{i + 1}" for i in range(joints)]
         self.gripper_joint = self._param("gripper_joint", "gripper", "Name of the gripper joint.")
@@ -109,6 +121,9 @@ class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             self.get_logger().error(f"command refused: {exc}")
 
     def _on_command(self, msg: Any) -> None:
+        if self.arm.controlled is not None:
+            self._to_controller(msg)
+            return
         values = np.asarray(command_values(msg, self._velocity), dtype=np.float64)
         joints = self.arm.model.joint_count
         if len(values) == joints + 1:
@@ -118,9 +133,26 @@ class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         else:
             self.get_logger().error(f"command has {len(values)} values, expected {joints}(+1)")
 
+    def _to_controller(self, msg: Any) -> None:
+        joints = self.arm.model.joint_count
+        if isinstance(msg, JointTrajectory):
+            problem = self.arm.send(controller_trajectory(msg))
+        else:
+            data = list(msg.data)
+            gripper = data[joints] if len(data) == joints + 1 else None
+            problem = self.arm.send(data[:joints] if gripper is not None else data, gripper=gripper)
+        if problem:
+            self.rejected += 1
+            self.get_logger().error(problem)  # what the real controller logs
+        else:
+            self.commands += 1
+
     def _on_gripper(self, msg: Any) -> None:
         values = command_values(msg, velocity=False)
-        if values:
+        if values and self.arm.controlled is not None:
+            self.arm.send_gripper(float(values[0]))
+            self.commands += 1
+        elif values:
             hold = (
                 np.zeros(self.arm.model.joint_count) if self._velocity else self.arm.joint_positions
             )

@@ -88,7 +88,8 @@ def plan_trajectory(
     split = steps.shape[1] - gripper_dims
     arm, gripper = steps[:, :split], steps[:, split:]
     times = (np.arange(len(steps)) + 1.0) * period_s
-    if action_space in VELOCITY_SPACES or action_space in DELTA_SPACES:
+    joint_delta = action_space in DELTA_SPACES and action_space.startswith("joint")
+    if action_space in VELOCITY_SPACES or joint_delta:
         if measured is None:
             return "no measured arm position to integrate the plan from"
         per_step = arm * period_s if action_space in VELOCITY_SPACES else arm

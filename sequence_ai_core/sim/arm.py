@@ -22,6 +22,9 @@ from ..types import (
     Proprioception,
 )
 from .catalogue import CATALOGUE, SimModel, find_model, reference_position
+from .controlled import CONTROLLER_HZ, SERVO_LAG_S, ControlledJoints
+from .controllers import CONTROLLER_MODELS
+from .trajectory import Trajectory
 
 #: Joint limits of the simulated arm (rad); the reference stays within +-1 rad.
 JOINT_LIMIT_RAD = 2.8
@@ -45,7 +48,10 @@ def _encode_jpeg(image: npt.NDArray[np.uint8], view: str, stamp_ms: int) -> Imag
 class SimulatedArm:
     """Joints plus a trailing gripper (0..1), matching ``model``'s action layout.
 
-    ``image_size`` is (height, width) of the rendered camera frames.
+    ``image_size`` is (height, width) of the rendered camera frames. ``controller``: "none"
+    (``act`` sets the joints directly) or one of ``CONTROLLER_MODELS``, a ros2_control
+    controller model fed through ``send`` and run at ``controller_hz`` in front of a servo
+    lagging by ``servo_lag_s``; its clock is ``time.time()``, the clock ROS stamps use.
     """
 
     def __init__(
@@ -54,6 +60,9 @@ class SimulatedArm:
         *,
         image_size: tuple[int, int] = (96, 128),
         cameras: bool = True,
+        controller: str = "none",
+        controller_hz: float = CONTROLLER_HZ,
+        servo_lag_s: float = SERVO_LAG_S,
     ) -> None:
         entry = model if isinstance(model, SimModel) else find_model(model)
         if entry is None:
@@ -68,6 +77,21 @@ class SimulatedArm:
         self._moved_until = self._velocity_since
         #: (time.monotonic(), action) for every accepted command, for plots.
         self.commands: list[tuple[float, FloatArray]] = []
+        self.joint_names = tuple(f"joint_{i + 1}" for i in range(entry.joint_count))
+        self.controlled: ControlledJoints | None = None
+        if controller != "none":
+            if controller not in CONTROLLER_MODELS:
+                known = ", ".join(("none", *CONTROLLER_MODELS))
+                raise ValueError(f"unknown controller {controller!r}; known: {known}")
+            self.controlled = ControlledJoints(
+                controller,
+                self.joint_names,
+                self._position[:-1],
+                time.time(),
+                velocity_commands=entry.action_space in VELOCITY_SPACES,
+                rate_hz=controller_hz,
+                lag_s=servo_lag_s,
+            )
 
     @property
     def joint_positions(self) -> FloatArray:
@@ -75,6 +99,24 @@ class SimulatedArm:
         with self._lock:
             self._advance(time.monotonic())
             return self._position[:-1].copy()
+
+    def send_gripper(self, position: float) -> None:
+        """The gripper's own controller: set its position (0..1)."""
+        if np.isfinite(position):
+            with self._lock:
+                self._position[-1] = float(np.clip(position, 0.0, 1.0))
+
+    def send(self, msg: Trajectory | list[float], *, gripper: float | None = None) -> str | None:
+        """Deliver a controller message (arm joints only); the controller's rejection text,
+        or None. ``gripper`` sets the gripper position alongside."""
+        if self.controlled is None:
+            raise RuntimeError("this arm has no controller model; use act()")
+        with self._lock:
+            problem = self.controlled.send(msg, time.time())
+            if gripper is not None and np.isfinite(gripper):
+                self._position[-1] = float(np.clip(gripper, 0.0, 1.0))
+            self._advance(time.monotonic())
+        return problem
 
     @property
     def gripper(self) -> float:
@@ -102,6 +144,8 @@ class SimulatedArm:
         values = np.asarray(action, dtype=np.float64).reshape(-1)
         if values.shape != (self.model.action_dim,) or not np.all(np.isfinite(values)):
             raise ValueError(f"action must be {self.model.action_dim} finite values")
+        if self.controlled is not None:
+            raise RuntimeError(f"this arm takes {self.controlled.name} messages through send()")
         now = time.monotonic()
         with self._lock:
             self._advance(now)
@@ -122,6 +166,11 @@ class SimulatedArm:
 
     def _advance(self, now: float) -> None:
         """Integrate the current velocity command up to ``now`` (caller holds the lock)."""
+        if self.controlled is not None:
+            self.controlled.advance(time.time())
+            joints = np.clip(self.controlled.positions, -JOINT_LIMIT_RAD, JOINT_LIMIT_RAD)
+            self._position[:-1] = joints
+            return
         until = min(now, self._velocity_since + COMMAND_TIMEOUT_S)
         if until > self._moved_until:
             joints = self._position[:-1] + self._velocity * (until - self._moved_until)

@@ -41,6 +41,8 @@ class ControlledJoints:
         )
         self.servo = Servo(positions, lag_s, self.controller.command_interface)
         self.period_s = 1.0 / rate_hz
+        self._start_s = start_s
+        self._cycles = 0  # cycles run; counted, not summed, so the clock does not drift
         self._time_s = start_s
         #: Largest change of ``servo.reference`` between two control cycles, per joint max.
         self.max_command_jump = 0.0
@@ -68,8 +70,11 @@ class ControlledJoints:
     def advance(self, now_s: float) -> None:
         """Run every control cycle due by ``now_s``."""
         dt = self.period_s
-        while self._time_s + dt <= now_s + 1e-12:
-            self._time_s += dt
+        # A cycle due within a microsecond of now_s runs: float seconds since 1970 carry
+        # about 0.2 µs of rounding.
+        while self._start_s + (self._cycles + 1) * dt <= now_s + 1e-6:
+            self._cycles += 1
+            self._time_s = self._start_s + self._cycles * dt
             measured = JointSample(self.servo.positions.copy(), self.servo.velocities.copy())
             command = self.controller.update(self._time_s, dt, measured)
             before = self.servo.reference

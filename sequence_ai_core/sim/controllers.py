@@ -230,8 +230,9 @@ class JointTrajectoryControllerModel:
         if not active.sampled:
             before = self._last if self.settings.from_desired_state else measured
             active.set_point_before(time_s, before)
-        ahead = period_s if self.settings.distro == "jazzy" else 0.0
-        desired = active.sample(time_s + ahead)
+        desired = active.sample(time_s)  # the first sample also fixes a zero stamp's start
+        if self.settings.distro == "jazzy":
+            desired = active.sample(time_s + period_s)  # Jazzy's command_next_
         if desired is None:
             return None
         self._last = desired

@@ -1,0 +1,209 @@
+"""The node's joint_trajectory output against the controller models: what it builds is
+accepted by Humble's and Jazzy's default joint_trajectory_controller, is played at the times
+the engine planned, and every point is checked like a single action. ROS-free: messages are
+Humble's definitions (rosbags), the controllers the models in sequence_ai_core.sim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from rclpy_double import messages
+
+from sequence_ai_core.sim.controlled import ControlledJoints
+from sequence_ai_core.sim.controllers import humble_defaults, jazzy_defaults, validate_trajectory
+from sequence_ai_ros import conversions as conv
+from sequence_ai_ros import params
+from sequence_ai_ros import trajectories as traj
+from sequence_ai_ros.hold import hold_command
+from sequence_ai_ros.safety import SafetyChecks
+
+JOINTS = [f"joint_{i + 1}" for i in range(7)]
+PERIOD = 1 / 15
+NOW_NS = 1_800_000_000 * 10**9
+DEFAULTS = {"humble": humble_defaults(JOINTS), "jazzy": jazzy_defaults(JOINTS)}
+
+
+MODULES = messages.build_modules()  # one set of classes: sub-messages must be of the same build
+
+
+@pytest.fixture(scope="module")
+def types() -> conv.MessageTypes:
+    modules = MODULES
+    std, trajectory = modules["std_msgs.msg"], modules["trajectory_msgs.msg"]
+    return conv.MessageTypes(
+        std.Float64MultiArray,
+        std.MultiArrayDimension,
+        trajectory.JointTrajectory,
+        trajectory.JointTrajectoryPoint,
+        modules["sensor_msgs.msg"].JointState,
+        modules["builtin_interfaces.msg"].Duration,
+    )
+
+
+def _stamp(types: conv.MessageTypes, ns: int) -> Any:
+    time_type = MODULES["builtin_interfaces.msg"].Time
+    return time_type(sec=ns // 10**9, nanosec=ns % 10**9)
+
+
+def _message(types: conv.MessageTypes, planned: traj.PlannedTrajectory, stamp_ns: int) -> Any:
+    rows = planned.velocities if planned.velocities is not None else [None] * len(planned)
+    points = list(zip(planned.positions, rows, planned.times_s, strict=True))
+    return conv.joint_trajectory(types, JOINTS, points, _stamp(types, stamp_ns))
+
+
+def _velocity_chunk(steps: int = 15) -> np.ndarray:
+    t = np.arange(steps)[:, None] * PERIOD
+    arm = 0.3 * np.cos(2.0 * t + np.arange(7)[None, :])
+    return np.hstack([arm, np.full((steps, 1), 0.4)])
+
+
+def _absolute_chunk(steps: int = 16) -> np.ndarray:
+    t = np.arange(steps)[:, None] * 0.04
+    return 0.5 * np.sin(1.5 * t + np.arange(6)[None, :])
+
+
+@pytest.mark.parametrize("distro", ["humble", "jazzy"])
+@pytest.mark.parametrize("velocities", [False, True])
+@pytest.mark.parametrize("space", ["joint_velocity", "joint_absolute"])
+def test_the_rest_of_a_chunk_is_accepted_by_default_controllers(
+    types: conv.MessageTypes, distro: str, velocities: bool, space: str
+) -> None:
+    chunk = _velocity_chunk() if space == "joint_velocity" else _absolute_chunk()
+    dims = 1 if space == "joint_velocity" else 0
+    joints = chunk.shape[1] - dims
+    settings = (
+        humble_defaults(JOINTS[:joints]) if distro == "humble" else jazzy_defaults(JOINTS[:joints])
+    )
+    for index in (0, 5, len(chunk) - 1):  # a new chunk can start playing anywhere in it
+        planned = traj.plan_trajectory(
+            chunk[index:],
+            action_space=space,
+            gripper_dims=dims,
+            measured=np.full(joints, 0.1),
+            period_s=PERIOD,
+            velocities=velocities,
+        )
+        assert isinstance(planned, traj.PlannedTrajectory)
+        late_ns = 30 * 10**6  # the tick ran 30 ms after the step was due
+        rows = planned.velocities if planned.velocities is not None else [None] * len(planned)
+        points = list(zip(planned.positions, rows, planned.times_s, strict=True))
+        msg = conv.joint_trajectory(types, JOINTS[:joints], points, _stamp(types, NOW_NS - late_ns))
+        received = conv.controller_trajectory(msg)
+        assert validate_trajectory(settings, received, NOW_NS * 1e-9 + 0.002) is None
+        assert received.points[0].time_from_start_ns > 0  # never a step at the first point
+        if velocities:
+            assert list(msg.points[-1].velocities) == [0.0] * joints
+
+
+@pytest.mark.parametrize("distro", ["humble", "jazzy"])
+@pytest.mark.parametrize("space", ["joint_velocity", "joint_absolute"])
+def test_the_hold_is_accepted_by_default_controllers(
+    types: conv.MessageTypes, distro: str, space: str
+) -> None:
+    last = np.array([0.2] * 7 + [0.7])
+    command = hold_command(
+        action_space=space, gripper_dims=1, last_action=last, measured=np.zeros(7)
+    )
+    assert command is not None
+    msg = conv.joint_trajectory(
+        types, JOINTS, [(command.positions, command.velocities, PERIOD)], _stamp(types, NOW_NS)
+    )
+    assert (
+        validate_trajectory(DEFAULTS[distro], conv.controller_trajectory(msg), NOW_NS * 1e-9)
+        is None
+    )
+
+
+def test_one_point_per_tick_with_velocities_is_what_jazzy_rejects(types: conv.MessageTypes) -> None:
+    command = conv.command_from_action(
+        _velocity_chunk()[0], action_space="joint_velocity", gripper_dims=1,
+        measured=np.zeros(7), period_s=PERIOD,
+    )  # fmt: skip
+    msg = conv.joint_trajectory(
+        types, JOINTS, [(command.positions, command.velocities, PERIOD)], _stamp(types, NOW_NS)
+    )
+    received = conv.controller_trajectory(msg)
+    assert validate_trajectory(DEFAULTS["humble"], received, NOW_NS * 1e-9) is None
+    problem = validate_trajectory(DEFAULTS["jazzy"], received, NOW_NS * 1e-9)
+    assert problem and problem.startswith("Velocity of last trajectory point of joint joint_1")
+    # ... so the node refuses that configuration, naming the controller parameter
+    raw = {spec.name: spec.default for spec in params.PARAMETERS}
+    raw.update(
+        output_type="joint_trajectory", joint_names=JOINTS, trajectory_mode="point",
+        trajectory_velocities=True,
+    )  # fmt: skip
+    with pytest.raises(params.ParameterError) as info:
+        params.parse(raw)
+    assert info.value.name == "trajectory_velocities"
+    assert "allow_nonzero_velocity_at_trajectory_end: true on the controller" in str(info.value)
+    raw["allow_nonzero_velocity_at_trajectory_end"] = True
+    assert params.parse(raw).trajectory_mode == "point"
+    raw.update(trajectory_mode="chunk", smooth_seam=2)
+    with pytest.raises(params.ParameterError, match="smooth_seam"):
+        params.parse(raw)
+
+
+@pytest.mark.parametrize("controller", ["jtc_humble", "jtc_jazzy", "jtc_jazzy_desired_state"])
+def test_the_controller_plays_each_step_when_the_engine_planned_it(
+    types: conv.MessageTypes, controller: str
+) -> None:
+    chunk = _absolute_chunk()
+    period = 0.04
+    start = chunk[0] - 0.01
+    planned = traj.plan_trajectory(
+        chunk, action_space="joint_absolute", gripper_dims=0, measured=start,
+        period_s=period, velocities=False,
+    )  # fmt: skip
+    assert isinstance(planned, traj.PlannedTrajectory)
+    arm = ControlledJoints(
+        controller, JOINTS[:6], start, NOW_NS * 1e-9, velocity_commands=False, lag_s=0.0
+    )
+    msg = conv.joint_trajectory(
+        types, JOINTS[:6], list(zip(planned.positions, [None] * 16, planned.times_s, strict=True)),
+        _stamp(types, NOW_NS),
+    )  # fmt: skip
+    assert arm.send(conv.controller_trajectory(msg), NOW_NS * 1e-9 + 0.001) is None
+    ahead = 0.002 if controller.startswith("jtc_jazzy") else 0.0  # Jazzy: one cycle ahead
+    for j in range(len(chunk)):  # step j's target is reached one period after it was due
+        arm.advance(NOW_NS * 1e-9 + (j + 1) * period - ahead)
+        assert np.allclose(arm.reference, chunk[j], atol=1e-4), j
+    arm.advance(NOW_NS * 1e-9 + 20 * period)
+    assert np.allclose(arm.reference, chunk[-1])
+
+
+def test_velocity_plans_integrate_from_the_measured_position() -> None:
+    chunk = _velocity_chunk(4)
+    measured = np.linspace(-0.3, 0.3, 7)
+    planned = traj.plan_trajectory(
+        chunk, action_space="joint_velocity", gripper_dims=1, measured=measured,
+        period_s=PERIOD, velocities=True,
+    )  # fmt: skip
+    assert isinstance(planned, traj.PlannedTrajectory)
+    expected = measured + np.cumsum(chunk[:, :7], axis=0) * PERIOD
+    assert np.allclose(planned.positions, expected)
+    assert np.allclose(planned.times_s, [PERIOD, 2 * PERIOD, 3 * PERIOD, 4 * PERIOD])
+    assert planned.velocities is not None and np.all(planned.velocities[-1] == 0.0)
+    assert np.allclose(planned.velocities[0], 0.5 * (chunk[0, :7] + chunk[1, :7]))
+    assert np.allclose(planned.gripper, 0.4)
+    no_position = traj.plan_trajectory(
+        chunk, action_space="joint_velocity", gripper_dims=1, measured=None,
+        period_s=PERIOD, velocities=False,
+    )  # fmt: skip
+    assert isinstance(no_position, str) and "measured" in no_position
+    assert "no joint targets" in str(
+        traj.plan_trajectory(chunk, action_space="ee_delta", gripper_dims=1, measured=measured,
+                             period_s=PERIOD, velocities=False)
+    )  # fmt: skip
+
+
+def test_every_planned_point_passes_the_single_action_checks() -> None:
+    safety = SafetyChecks(8, lower=[-0.5] * 8, upper=[0.5] * 8, max_step=[0.2])
+    chunk = _velocity_chunk(6)
+    assert traj.check_steps(chunk, chunk[0], safety.check) is None
+    chunk[3, 2] = 0.9  # above the limit, and a jump from the step before
+    problem = traj.check_steps(chunk, chunk[0], safety.check)
+    assert problem is not None and problem.startswith("planned step 3 of the trajectory:")
+    chunk[3, 2] = np.nan
+    assert "non-finite" in (traj.check_steps(chunk, None, safety.check) or "")
