@@ -77,6 +77,7 @@ class NodeIO:
         self._underrun_held = False
         #: The chunk whose remaining steps went out as one trajectory (trajectory_mode=chunk).
         self._trajectory_seq: int | None = None
+        self._streamer: traj.ChunkStreamer | None = None
         self._entities: list[tuple[Callable[[Any], Any], Any]] = []
         dims = config.gripper_dims
         single = dims == 1 and config.gripper_joint
@@ -177,6 +178,7 @@ class NodeIO:
         self.action_space = ""
         self._underrun_held = False
         self._trajectory_seq = None
+        self._streamer = None
 
     @property
     def streams_chunks(self) -> bool:
@@ -251,19 +253,21 @@ class NodeIO:
         problem = traj.check_steps(steps[1:], action, safety.check)
         if problem:
             return problem
-        planned = traj.plan_trajectory(
-            steps,
-            action_space=space,
-            gripper_dims=self.config.gripper_dims,
-            measured=measured,
-            period_s=period_s,
-            velocities=self.config.trajectory_velocities,
+        streamer = self._streamer
+        if streamer is None or streamer.action_space != space:
+            streamer = self._streamer = traj.ChunkStreamer(
+                action_space=space,
+                gripper_dims=self.config.gripper_dims,
+                velocities=self.config.trajectory_velocities,
+            )
+        late = traj.due_offset_s(anchor, tick.step_index, period_s, time.monotonic())
+        stamp_ns = self.node.get_clock().now().nanoseconds - int(late * 1e9)
+        planned = streamer.plan(
+            steps, measured=measured, period_s=period_s, stamp_s=stamp_ns * 1e-9
         )
         if isinstance(planned, str):
             return planned
-        late = traj.due_offset_s(anchor, tick.step_index, period_s, time.monotonic())
-        now_ns = self.node.get_clock().now().nanoseconds - int(late * 1e9)
-        stamp = Time(sec=now_ns // 1_000_000_000, nanosec=now_ns % 1_000_000_000)
+        stamp = Time(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000)
         names = self.config.joint_names
         rows = planned.velocities if planned.velocities is not None else [None] * len(planned)
         points = list(zip(planned.positions, rows, planned.times_s, strict=True))
@@ -292,6 +296,8 @@ class NodeIO:
         if command is None:
             return
         self._trajectory_seq = None  # the hold replaces any trajectory sent
+        if self._streamer is not None:
+            self._streamer.reset()
         problem = self._publish(command, self.period_s)
         if problem:
             self.node.get_logger().error(f"hold not published: {problem}")

@@ -8,10 +8,11 @@ chunk (see ``bench/controllers.py`` for the measured difference).
 
 Timing matches the one-point-per-tick output: the target of the step due at ``t`` is
 reached at ``t + period``, so point j of the remaining steps is at ``(j + 1) * period``
-after the stamp (the time the first of them was due). The first point is never at 0: a
-zero-time first point is a step of the commanded position (trajectory.cpp samples it as
-reached), and a stamp in the past with the first point already due would skip the
-controller's interpolation from where the arm is.
+after the stamp (the time the first of them was due). The first trajectory after the arm
+held still has no point at 0, so the controller interpolates from where the arm is (a
+point at 0 would be a step: trajectory.cpp samples it as reached). Every later one starts
+with a point at 0 where the trajectory before it has the arm at the stamp, so the
+controller carries on instead of restarting from the lagging measured state.
 
 The last point carries zero velocity when velocities are sent at all: Jazzy's default
 (``allow_nonzero_velocity_at_trajectory_end: false``) rejects any other ending.
@@ -81,30 +82,103 @@ def plan_trajectory(
     measured: FloatArray | None,
     period_s: float,
     velocities: bool,
+    continue_from: FloatArray | None = None,
 ) -> PlannedTrajectory | str:
-    """Joint targets for ``steps`` (already checked), or why there are none."""
+    """Joint targets for ``steps`` (already checked), or why there are none.
+
+    ``continue_from``: where the trajectory sent before has the arm at the stamp. It becomes
+    a first point at time 0, which the controller samples as already reached: the new
+    trajectory carries on from the old one instead of restarting from the measured state.
+    """
     if len(steps) == 0:
         return "no planned steps left"
     split = steps.shape[1] - gripper_dims
     arm, gripper = steps[:, :split], steps[:, split:]
     times = (np.arange(len(steps)) + 1.0) * period_s
+    base = continue_from if continue_from is not None else measured
     joint_delta = action_space in DELTA_SPACES and action_space.startswith("joint")
     if action_space in VELOCITY_SPACES or joint_delta:
-        if measured is None:
+        if base is None:
             return "no measured arm position to integrate the plan from"
         per_step = arm * period_s if action_space in VELOCITY_SPACES else arm
-        positions = measured + np.cumsum(per_step, axis=0)
+        positions = base + np.cumsum(per_step, axis=0)
         speeds = arm if action_space in VELOCITY_SPACES else arm / period_s
         vel = _boundary_velocities(speeds) if velocities else None
+        first_speed = speeds[0]
     elif action_space in ABSOLUTE_SPACES and action_space.startswith("joint"):
         positions = arm.copy()
-        start = measured if measured is not None else arm[0]
+        start = base if base is not None else arm[0]
         vel = _position_velocities(positions, start, period_s) if velocities else None
+        first_speed = (positions[0] - start) / period_s
     else:
         return f"action space {action_space} has no joint targets"
+    if continue_from is not None:
+        positions = np.vstack([continue_from[None, :], positions])
+        vel = None if vel is None else np.vstack([first_speed[None, :], vel])
+        gripper = np.vstack([gripper[:1], gripper])
+        times = np.concatenate([[0.0], times])
     if not np.all(np.isfinite(positions)) or (vel is not None and not np.all(np.isfinite(vel))):
         return "planned joint targets are not finite"
     return PlannedTrajectory(positions, vel, gripper.copy(), times)
+
+
+#: A new chunk continues from the trajectory sent before only while the measured position is
+#: within this of where that trajectory has the arm; beyond it (the trajectory was refused,
+#: or something else commands the arm) the controller starts again from the measured state.
+CONTINUE_TOLERANCE_RAD = 0.1
+
+
+class ChunkStreamer:
+    """Plans each chunk's trajectory so that it continues the one sent before it."""
+
+    def __init__(self, *, action_space: str, gripper_dims: int, velocities: bool) -> None:
+        self.action_space = action_space
+        self.gripper_dims = gripper_dims
+        self.velocities = velocities
+        self._sent: tuple[float, PlannedTrajectory, FloatArray] | None = None
+
+    def reset(self) -> None:
+        """After a hold, or at a new episode: the next trajectory starts from the arm."""
+        self._sent = None
+
+    def position_at(self, time_s: float) -> FloatArray | None:
+        """Where the last trajectory sent has the arm at ``time_s`` (linear between points,
+        from the measured position it was planned from); None past its end or before it."""
+        if self._sent is None:
+            return None
+        stamp, planned, origin = self._sent
+        elapsed = time_s - stamp
+        times = planned.times_s
+        if elapsed < 0.0 or elapsed > times[-1]:
+            return None
+        if times[0] > 0.0:
+            times = np.concatenate([[0.0], times])
+            rows = np.vstack([origin[None, :], planned.positions])
+        else:
+            rows = planned.positions
+        return np.array([np.interp(elapsed, times, rows[:, j]) for j in range(rows.shape[1])])
+
+    def plan(
+        self, steps: FloatArray, *, measured: FloatArray | None, period_s: float, stamp_s: float
+    ) -> PlannedTrajectory | str:
+        carry_on = self.position_at(stamp_s)
+        if carry_on is not None and (
+            measured is None or np.max(np.abs(carry_on - measured)) > CONTINUE_TOLERANCE_RAD
+        ):
+            carry_on = None
+        planned = plan_trajectory(
+            steps,
+            action_space=self.action_space,
+            gripper_dims=self.gripper_dims,
+            measured=measured,
+            period_s=period_s,
+            velocities=self.velocities,
+            continue_from=carry_on,
+        )
+        if not isinstance(planned, str):
+            origin = measured if measured is not None else planned.positions[0]
+            self._sent = (stamp_s, planned, origin)
+        return planned
 
 
 def due_offset_s(anchor: float, index: int, period_s: float, now: float) -> float:

@@ -207,3 +207,49 @@ def test_every_planned_point_passes_the_single_action_checks() -> None:
     assert problem is not None and problem.startswith("planned step 3 of the trajectory:")
     chunk[3, 2] = np.nan
     assert "non-finite" in (traj.check_steps(chunk, None, safety.check) or "")
+
+
+def test_a_new_chunk_carries_on_from_the_trajectory_sent_before() -> None:
+    streamer = traj.ChunkStreamer(action_space="joint_absolute", gripper_dims=0, velocities=False)
+    chunk, period, stamp = _absolute_chunk(), 0.04, 1_800_000_000.0
+    first = streamer.plan(chunk, measured=chunk[0] - 0.01, period_s=period, stamp_s=stamp)
+    assert isinstance(first, traj.PlannedTrajectory) and first.times_s[0] == period
+    later = stamp + 5.5 * period  # halfway between the targets of steps 4 and 5
+    expected = 0.5 * (chunk[4] + chunk[5])
+    following = streamer.plan(chunk[3:] + 0.001, measured=expected, period_s=period, stamp_s=later)
+    assert isinstance(following, traj.PlannedTrajectory)
+    assert following.times_s[0] == 0.0 and np.allclose(following.positions[0], expected)
+    assert np.allclose(following.positions[1:], chunk[3:] + 0.001)
+    # the arm is not where the last trajectory put it: start again from the arm
+    again = streamer.plan(chunk, measured=expected + 0.5, period_s=period, stamp_s=later + period)
+    assert isinstance(again, traj.PlannedTrajectory) and again.times_s[0] == period
+    streamer.reset()  # a hold went out
+    assert streamer.position_at(later + period) is None
+
+
+def test_continued_trajectories_are_accepted_and_do_not_drag_the_arm_back(
+    types: conv.MessageTypes,
+) -> None:
+    """Two chunks into default Humble and Jazzy controllers with a lagging servo: the second
+    trajectory starts where the first had the command, not at the lagging arm."""
+    chunk = _absolute_chunk()
+    period, start_s = 0.04, NOW_NS * 1e-9
+    for settings in DEFAULTS.values():
+        names = JOINTS[:6]
+        arm = ControlledJoints(
+            f"jtc_{settings.distro}", names, chunk[0], start_s, velocity_commands=False
+        )
+        streamer = traj.ChunkStreamer(
+            action_space="joint_absolute", gripper_dims=0, velocities=False
+        )
+        for stamp, steps in ((start_s, chunk), (start_s + 8 * period, chunk[8:])):
+            arm.advance(stamp + 0.005)
+            planned = streamer.plan(steps, measured=arm.positions, period_s=period, stamp_s=stamp)
+            assert isinstance(planned, traj.PlannedTrajectory)
+            points = list(
+                zip(planned.positions, [None] * len(planned), planned.times_s, strict=True)
+            )
+            msg = conv.joint_trajectory(types, names, points, _stamp(types, round(stamp * 1e9)))
+            assert arm.send(conv.controller_trajectory(msg), stamp + 0.005) is None
+        arm.advance(start_s + 20 * period)
+        assert arm.max_command_jump < 0.003  # about one cycle of motion; no jump back

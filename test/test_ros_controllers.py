@@ -1,0 +1,96 @@
+"""The node into the simulated arm's ros2_control controller models, through the rclpy
+double: what the node publishes by default is accepted by Humble's and Jazzy's default
+joint_trajectory_controller, and a configuration Jazzy would reject is refused on
+configure, naming the controller parameter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from rclpy_double import real_rclpy_available
+from rclpy_double.graph import Graph
+from rclpy_double.harness import Driver, bring_up, policy_node, ros, sim_arm, spin_until_actions
+
+from sequence_ai_core.sim import GatewaySimulator
+
+pytestmark = pytest.mark.skipif(
+    real_rclpy_available(), reason="real rclpy present: the real-rclpy tier covers the node"
+)
+__all__ = ["ros"]
+
+
+@pytest.mark.parametrize("controller", ["jtc_humble", "jtc_jazzy"])
+def test_default_trajectories_are_accepted_and_move_the_arm(
+    ros: Graph, sim: GatewaySimulator, controller: str
+) -> None:
+    arm = sim_arm(command_type="joint_trajectory", controller=controller)
+    start = arm.arm.joint_positions
+    driver = Driver()
+    node = policy_node(sim, output_type="joint_trajectory")
+    bring_up(node)
+    assert node.start_episode() is None
+    spin_until_actions(ros, 2)  # two chunks, each the rest of its plan in one message
+    ros.spin_for(0.3)
+    assert arm.rejected == 0 and arm.arm.controlled.controller.accepted >= 2
+    assert not np.allclose(arm.arm.joint_positions, start)  # the controller played them
+    assert driver.call("/sequence_ai/stop").success
+    assert arm.rejected == 0  # the hold is accepted too
+    assert node.episodes.last_end.reason == "stopped"
+
+
+def test_forward_command_into_the_forward_controller_model(
+    ros: Graph, sim: GatewaySimulator
+) -> None:
+    arm = sim_arm(controller="forward_command")
+    node = policy_node(sim)
+    bring_up(node)
+    assert node.start_episode() is None
+    spin_until_actions(ros, 5)
+    assert arm.rejected == 0 and arm.arm.controlled.controller.accepted >= 5
+    moving = arm.arm.controlled.reference
+    ros.spin_for(0.2)
+    assert not np.allclose(arm.arm.controlled.reference, moving)  # moving while it plays
+    assert node.stop_episode("stopped")  # the hold: zero velocity
+    ros.spin_for(0.05)
+    held = arm.arm.controlled.reference
+    ros.spin_for(0.3)
+    assert np.allclose(arm.arm.controlled.reference, held)
+
+
+def test_velocities_at_every_tick_are_refused_on_configure_naming_the_parameter(
+    ros: Graph, sim: GatewaySimulator
+) -> None:
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    node = policy_node(
+        sim, output_type="joint_trajectory", trajectory_mode="point", trajectory_velocities=True
+    )
+    assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+    assert node.lifecycle_state == "unconfigured"
+    errors = [text for level, text in node.log_records if level == "ERROR"]
+    assert any(
+        "parameter 'trajectory_velocities'" in t
+        and "allow_nonzero_velocity_at_trajectory_end: true on the controller" in t
+        for t in errors
+    ), errors
+
+
+def test_a_controller_set_to_allow_what_it_does_not_rejects_every_message(
+    ros: Graph, sim: GatewaySimulator
+) -> None:
+    """Telling the node the controller allows a moving end when a default Jazzy one does not:
+    nothing moves, and only the controller's log says why (what the sim arm reproduces)."""
+    arm = sim_arm(command_type="joint_trajectory", controller="jtc_jazzy")
+    node = policy_node(
+        sim,
+        output_type="joint_trajectory",
+        trajectory_mode="point",
+        trajectory_velocities=True,
+        allow_nonzero_velocity_at_trajectory_end=True,
+    )
+    bring_up(node)
+    assert node.start_episode() is None
+    spin_until_actions(ros, 4)
+    assert arm.rejected >= 3
+    texts = [text for level, text in arm.log_records if level == "ERROR"]
+    assert texts and texts[0].startswith("Velocity of last trajectory point of joint joint_")
