@@ -2,6 +2,11 @@
 and the policy node, configured and activated, with an episode started automatically.
 
     ros2 launch sequence_ai_ros sim.launch.py [model:=lingbot-va-5b] [output_type:=joint_trajectory]
+        [controller:=jtc_jazzy]
+
+``controller`` puts a ros2_control controller model in front of the simulated joints
+(forward_command for float64_multi_array; jtc_humble, jtc_jazzy, jtc_humble_open_loop,
+jtc_jazzy_desired_state for joint_trajectory); its rejections are logged by sim_arm.
 
 The simulator's key is taken from $SEQUENCES_SIM_API_KEY or generated for this launch; it
 reaches the simulator and the node through their environments only, never a parameter.
@@ -66,6 +71,7 @@ def _launch(context):
     output_type = LaunchConfiguration("output_type").perform(context)
     port = LaunchConfiguration("port").perform(context)
     latency = LaunchConfiguration("latency").perform(context)
+    controller = LaunchConfiguration("controller").perform(context)
     if model not in CATALOGUE:
         raise RuntimeError(f"model must be one of {sorted(CATALOGUE)}, got {model!r}")
     key = os.environ.get("SEQUENCES_SIM_API_KEY") or f"sim-{secrets.token_hex(16)}"
@@ -88,7 +94,14 @@ def _launch(context):
         package=PACKAGE,
         executable="sim_arm_node",
         name="sim_arm",
-        parameters=[{"model": model, "command_type": output_type, "image_format": "compressed"}],
+        parameters=[
+            {
+                "model": model,
+                "command_type": output_type,
+                "image_format": "compressed",
+                "controller": controller,
+            }
+        ],
         remappings=[("command", "action")],
         output="screen",
     )
@@ -125,6 +138,12 @@ def generate_launch_description():
                 "output_type",
                 default_value="float64_multi_array",
                 description="float64_multi_array | joint_trajectory | joint_state",
+            ),
+            DeclareLaunchArgument(
+                "controller",
+                default_value="none",
+                description="ros2_control model in the sim arm: none | forward_command | "
+                "jtc_humble | jtc_jazzy | jtc_humble_open_loop | jtc_jazzy_desired_state",
             ),
             DeclareLaunchArgument("port", default_value="8765"),
             DeclareLaunchArgument(

@@ -72,4 +72,60 @@ def test_launch_files_define_a_description_and_no_key_parameter(name: str) -> No
     if name == "sim.launch.py":  # the policy node's parameters there are all declared ones
         declared = {spec.name for spec in params.PARAMETERS}
         assert {"base_url", "joint_names", "gripper_topic", "autostart"} <= set(keys)
-        assert set(keys) - declared <= {"model", "command_type", "image_format"}
+        assert set(keys) - declared <= {"model", "command_type", "image_format", "controller"}
+
+
+def _controllers(name: str) -> dict[str, Any]:
+    return dict(yaml.safe_load((ROOT / "config" / name).read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize(
+    ("name", "distro"),
+    [("controllers_jtc_humble.yaml", "humble"), ("controllers_jtc_jazzy.yaml", "jazzy")],
+)
+def test_jtc_snippets_take_what_the_node_sends_by_default(name: str, distro: str) -> None:
+    """The settings in the snippet, as the controller model, accept the node's default
+    output for pi05-droid (the rest of a chunk, positions only)."""
+    import numpy as np
+
+    from sequence_ai_core.sim.controllers import JtcSettings, validate_trajectory
+    from sequence_ai_core.sim.trajectory import Trajectory, TrajectoryPoint
+    from sequence_ai_ros import trajectories as traj
+
+    document = _controllers(name)
+    manager = document["controller_manager"]["ros__parameters"]
+    assert manager["joint_trajectory_controller"]["type"].startswith("joint_trajectory_controller/")
+    jtc = document["joint_trajectory_controller"]["ros__parameters"]
+    node = node_parameters(ROOT / "config" / "pi05_droid.yaml")
+    assert jtc["joints"] == node["joint_names"]
+    deprecated_or_unknown = (
+        "interpolate_from_desired_state" if distro == "humble" else "open_loop_control"
+    )
+    assert deprecated_or_unknown not in jtc
+    settings = JtcSettings(
+        distro,
+        tuple(jtc["joints"]),
+        allow_partial_joints_goal=jtc["allow_partial_joints_goal"],
+        allow_nonzero_velocity_at_trajectory_end=jtc.get(
+            "allow_nonzero_velocity_at_trajectory_end", True
+        ),
+    )
+    steps = np.full((15, 8), 0.2)
+    planned = traj.plan_trajectory(
+        steps, action_space="joint_velocity", gripper_dims=1, measured=np.zeros(7),
+        period_s=1 / 15, velocities=True,
+    )  # fmt: skip
+    assert isinstance(planned, traj.PlannedTrajectory) and planned.velocities is not None
+    points = tuple(
+        TrajectoryPoint(tuple(p), tuple(v), (), round(t * 1e9))
+        for p, v, t in zip(planned.positions, planned.velocities, planned.times_s, strict=True)
+    )
+    assert validate_trajectory(settings, Trajectory(settings.joints, points), 0.0) is None
+
+
+def test_forward_snippet_names_the_node_joints() -> None:
+    document = _controllers("controllers_forward.yaml")
+    node = node_parameters(ROOT / "config" / "pi05_droid.yaml")
+    for name in ("forward_velocity_controller", "forward_position_controller"):
+        assert document[name]["ros__parameters"]["joints"] == node["joint_names"]
+    assert document["gripper_controller"]["ros__parameters"]["joints"] == [node["gripper_joint"]]
