@@ -29,7 +29,7 @@ from bench.continuity import MEDIAN_S
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.policy import connect
 from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimulatedArm, reference_position
-from sequence_ai_core.sim.controlled import SERVO_LAG_S, ControlledJoints
+from sequence_ai_core.sim.controlled import JUMP_RAD, SERVO_LAG_S, ControlledJoints
 from sequence_ai_core.sim.trajectory import Trajectory, TrajectoryPoint
 from sequence_ai_core.types import ABSOLUTE_SPACES, VELOCITY_SPACES, FloatArray
 from sequence_ai_ros import conversions as conv
@@ -128,6 +128,7 @@ def _trajectory(
 class Result:
     tracking: list[float]
     max_jump: float
+    jumps: int
     rejected: int
     sent: int
 
@@ -219,7 +220,7 @@ def replay(rec: Recording, output: str, mode: str, velocities: bool, controller:
         if msg is not None:
             sent += 1
             rejected += arm.send(msg, tick.wall + DELIVERY_S) is not None
-    return Result(tracking, arm.max_command_jump, rejected, sent)
+    return Result(tracking, arm.max_command_jump, arm.jumps, rejected, sent)
 
 
 def _rows(rec: Recording) -> list[list[str]]:
@@ -238,6 +239,7 @@ def _rows(rec: Recording) -> list[list[str]]:
                     ratio(quantile(err, 0.95), quantile(baseline.tracking, 0.95)),
                     f"{result.max_jump:.4f}",
                     ratio(result.max_jump, baseline.max_jump),
+                    str(result.jumps),
                     f"{result.rejected} / {result.sent}",
                 ]
             )
@@ -256,6 +258,7 @@ def run(full: bool) -> str:
         "p95 vs first row",
         "largest jump per 2 ms cycle rad",
         "jump vs first row",
+        f"cycles jumping > {JUMP_RAD * 1000:.0f} mrad",
         "rejected / sent",
     ]
     parts = [

@@ -143,13 +143,14 @@ class ChunkStreamer:
 
     def position_at(self, time_s: float) -> FloatArray | None:
         """Where the last trajectory sent has the arm at ``time_s`` (linear between points,
-        from the measured position it was planned from); None past its end or before it."""
+        from the measured position it was planned from; past its end the controller holds
+        the last point); None before it or when nothing was sent."""
         if self._sent is None:
             return None
         stamp, planned, origin = self._sent
         elapsed = time_s - stamp
         times = planned.times_s
-        if elapsed < 0.0 or elapsed > times[-1]:
+        if elapsed < 0.0:
             return None
         if times[0] > 0.0:
             times = np.concatenate([[0.0], times])

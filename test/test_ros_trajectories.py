@@ -223,6 +223,9 @@ def test_a_new_chunk_carries_on_from_the_trajectory_sent_before() -> None:
     # the arm is not where the last trajectory put it: start again from the arm
     again = streamer.plan(chunk, measured=expected + 0.5, period_s=period, stamp_s=later + period)
     assert isinstance(again, traj.PlannedTrajectory) and again.times_s[0] == period
+    end = later + period + 16 * period  # past the end the controller holds the last point
+    assert np.allclose(streamer.position_at(end + 1.0), chunk[-1])
+    assert streamer.position_at(later) is None  # before the last trajectory sent
     streamer.reset()  # a hold went out
     assert streamer.position_at(later + period) is None
 

@@ -20,6 +20,8 @@ CONTROLLER_HZ = 500.0
 #: Servo time constant (s): how far a position-controlled joint lags its command. A stand-in
 #: for real hardware, which always lags a little; 0 makes the arm follow exactly.
 SERVO_LAG_S = 0.03
+#: A change of the commanded position per cycle above this counts as a jump.
+JUMP_RAD = 0.005
 
 
 class ControlledJoints:
@@ -46,6 +48,8 @@ class ControlledJoints:
         self._time_s = start_s
         #: Largest change of ``servo.reference`` between two control cycles, per joint max.
         self.max_command_jump = 0.0
+        #: Cycles whose change exceeds ``JUMP_RAD`` (5x what 0.5 rad/s moves in 2 ms).
+        self.jumps = 0
 
     @property
     def time_s(self) -> float:
@@ -81,6 +85,7 @@ class ControlledJoints:
             self.servo.step(command, dt)
             jump = float(np.max(np.abs(self.servo.reference - before), initial=0.0))
             self.max_command_jump = max(self.max_command_jump, jump)
+            self.jumps += jump > JUMP_RAD
 
     @property
     def positions(self) -> FloatArray:
