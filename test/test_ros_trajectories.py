@@ -25,12 +25,9 @@ NOW_NS = 1_800_000_000 * 10**9
 DEFAULTS = {"humble": humble_defaults(JOINTS), "jazzy": jazzy_defaults(JOINTS)}
 
 
-MODULES = messages.build_modules()  # one set of classes: sub-messages must be of the same build
-
-
 @pytest.fixture(scope="module")
 def types() -> conv.MessageTypes:
-    modules = MODULES
+    modules = messages.build_modules()  # one build: sub-messages must be of the same one
     std, trajectory = modules["std_msgs.msg"], modules["trajectory_msgs.msg"]
     return conv.MessageTypes(
         std.Float64MultiArray,
@@ -43,7 +40,8 @@ def types() -> conv.MessageTypes:
 
 
 def _stamp(types: conv.MessageTypes, ns: int) -> Any:
-    time_type = MODULES["builtin_interfaces.msg"].Time
+    """A builtin_interfaces/Time of the same build as ``types`` (a header's own field)."""
+    time_type = type(types.JointTrajectory().header.stamp)
     return time_type(sec=ns // 10**9, nanosec=ns % 10**9)
 
 
