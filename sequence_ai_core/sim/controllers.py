@@ -240,21 +240,20 @@ class JointTrajectoryControllerModel:
 
 
 class ForwardCommandControllerModel:
-    """forward_command_controller with one interface (position or velocity) per joint."""
+    """forward_command_controller with one interface (position or velocity) per joint. Humble
+    and Jazzy stream alike; Jazzy's NaN start and Humble's empty buffer both mean that
+    nothing is written before the first message."""
 
-    def __init__(self, distro: str, interfaces: int, command_interface: str) -> None:
-        self.distro = distro
+    def __init__(self, interfaces: int, command_interface: str) -> None:
         self.interfaces = interfaces
         self.command_interface = command_interface
         self.rejections = Rejections()
         self.accepted = 0
         self._command: FloatArray | None = None  # the realtime buffer's message
-        self._bad_logged = False
 
     def receive(self, data: Sequence[float], now_s: float) -> str | None:
         """The subscription stores every message; the size is only checked in ``update``."""
         self._command = np.asarray(list(data), dtype=np.float64)
-        self._bad_logged = False
         if len(self._command) != self.interfaces:
             problem = (
                 f"command size ({len(self._command)}) does not match number of interfaces "
@@ -290,7 +289,7 @@ def make_controller(
     """``forward_command`` commands velocities for velocity action spaces, else positions."""
     if name == "forward_command":
         kind = "velocity" if velocity_commands else "position"
-        return ForwardCommandControllerModel("jazzy", len(joints), kind)
+        return ForwardCommandControllerModel(len(joints), kind)
     settings = {
         "jtc_humble": humble_defaults(joints),
         "jtc_jazzy": jazzy_defaults(joints),
