@@ -94,3 +94,25 @@ def test_a_controller_set_to_allow_what_it_does_not_rejects_every_message(
     assert arm.rejected >= 3
     texts = [text for level, text in arm.log_records if level == "ERROR"]
     assert texts and texts[0].startswith("Velocity of last trajectory point of joint joint_")
+
+
+def test_estop_replaces_the_chunk_trajectory_with_the_hold(
+    ros: Graph, sim: GatewaySimulator
+) -> None:
+    """The controller would otherwise play out the rest of the chunk it was sent."""
+    arm = sim_arm(command_type="joint_trajectory", controller="jtc_jazzy")
+    driver = Driver()
+    node = policy_node(sim, output_type="joint_trajectory")
+    bring_up(node)
+    assert node.start_episode() is None
+    spin_until_actions(ros, 1)
+    ros.spin_for(0.2)  # part-way through the first chunk's trajectory
+    assert len(ros.messages("/action")[-1].points) > 1
+    driver.estop(True)
+    hold = ros.messages("/action")[-1]
+    assert len(hold.points) == 1 and list(hold.points[0].velocities) == [0.0] * 7
+    ros.spin_for(0.3)  # the hold's one period, then still
+    held = arm.arm.controlled.reference
+    ros.spin_for(0.5)
+    assert np.allclose(arm.arm.controlled.reference, held)
+    assert arm.rejected == 0 and node.episodes.last_end.reason == "estop"
