@@ -212,3 +212,21 @@ def test_rejected_messages_change_nothing_and_are_counted() -> None:
     arm.advance(NOW + 0.5)
     assert arm.reference[0] == pytest.approx(0.5)
     assert len(arm.rejections) == 1 and arm.controller.accepted == 1
+
+
+def test_activation_resets_what_came_before() -> None:
+    forward = joints("forward_command", velocity=True)
+    forward.controller.deactivate()
+    forward.send([0.5, 0.5, 0.5], NOW)  # stored while inactive...
+    forward.controller.activate(forward.positions)  # ...and dropped on activation
+    forward.advance(NOW + 1.0)
+    assert np.allclose(forward.reference, 0.0)
+    jtc = joints("jtc_jazzy")
+    jtc.send(trajectory(point([1.0, 1.0, 1.0], 500)), NOW)
+    jtc.advance(NOW + 0.2)
+    jtc.controller.deactivate()
+    assert jtc.send(trajectory(point(ZERO, 100)), NOW + 0.2) is not None  # dropped
+    jtc.controller.activate(jtc.positions)  # hold where it is, no trajectory
+    held = jtc.reference
+    jtc.advance(NOW + 1.0)
+    assert np.allclose(jtc.reference, held) and 0.0 < held[0] < 1.0

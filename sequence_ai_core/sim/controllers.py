@@ -182,11 +182,25 @@ class JointTrajectoryControllerModel:
         self.accepted = 0
         self._pending: Trajectory | None = None
         self._active: ActiveTrajectory | None = None
-        # on_activate: the command starts as the measured state (hold position)
-        self._last = JointSample(np.array(positions, dtype=np.float64), np.zeros(len(positions)))
+        self.is_active = True
+        self._last = JointSample(np.zeros(len(positions)))
+        self.activate(positions)
+
+    def activate(self, measured: FloatArray) -> None:
+        """``on_activate``: hold the measured position; no trajectory."""
+        self.is_active = True
+        self._pending = self._active = None
+        self._last = JointSample(np.array(measured, dtype=np.float64), np.zeros(len(measured)))
+
+    def deactivate(self) -> None:
+        """Inactive: ``topic_callback`` drops messages (``subscriber_is_active_``), nothing is
+        written."""
+        self.is_active = False
 
     def receive(self, msg: Trajectory, now_s: float) -> str | None:
         """``topic_callback``: validate, then always replace the trajectory."""
+        if not self.is_active:
+            return "(not logged by the controller) inactive: message dropped"
         problem = validate_trajectory(self.settings, msg, now_s)
         if problem:
             self.rejections.add(problem)
@@ -222,6 +236,8 @@ class JointTrajectoryControllerModel:
 
     def update(self, time_s: float, period_s: float, measured: JointSample) -> FloatArray | None:
         """One control cycle: the position command, or None (command unchanged)."""
+        if not self.is_active:
+            return None
         if self._pending is not None:
             self._active, self._pending = ActiveTrajectory(self._pending), None
         active = self._active
@@ -250,6 +266,17 @@ class ForwardCommandControllerModel:
         self.rejections = Rejections()
         self.accepted = 0
         self._command: FloatArray | None = None  # the realtime buffer's message
+        self.is_active = True
+
+    def activate(self, measured: FloatArray) -> None:
+        """``on_activate`` resets the buffer (on both branches): a command that arrived while
+        inactive is not replayed, and nothing is written before the next message."""
+        self.is_active = True
+        self._command = None
+
+    def deactivate(self) -> None:
+        self.is_active = False
+        self._command = None
 
     def receive(self, data: Sequence[float], now_s: float) -> str | None:
         """The subscription stores every message; the size is only checked in ``update``."""
@@ -266,7 +293,7 @@ class ForwardCommandControllerModel:
 
     def update(self, time_s: float, period_s: float, measured: JointSample) -> FloatArray | None:
         command = self._command
-        if command is None or len(command) != self.interfaces:
+        if not self.is_active or command is None or len(command) != self.interfaces:
             return None  # nothing received, or update() returns ERROR: interfaces unchanged
         return command.copy()
 
