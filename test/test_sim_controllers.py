@@ -111,7 +111,7 @@ def test_partial_goals_and_empty_names_and_empty_trajectories() -> None:
         "Empty joint names on incoming trajectory."
     )
     assert validate_trajectory(JAZZY, trajectory(), NOW) == "Empty trajectory received."
-    assert validate_trajectory(HUMBLE, trajectory(), NOW) is None  # accepted, then plays nothing
+    assert validate_trajectory(HUMBLE, trajectory(), NOW) == "Empty trajectory received."
 
 
 # ---------------------------------------------------------------------- playing

@@ -39,7 +39,7 @@ class JtcSettings:
     """The joint_trajectory_controller parameters that decide acceptance and interpolation.
 
     ``allow_nonzero_velocity_at_trajectory_end`` does not exist on Humble (no such check
-    there; #834 added it with default false on the newer branches).
+    there): #567 added it with default true, #834 made the default false for Jazzy.
     """
 
     distro: str  # "humble" | "jazzy"
@@ -140,15 +140,15 @@ def validate_trajectory(settings: JtcSettings, msg: Trajectory, now_s: float) ->
         return "Joints on incoming trajectory don't match the controller joints."
     if not msg.joint_names:
         return "Empty joint names on incoming trajectory."
+    if not msg.points:  # ros2_controllers #902, backported to humble
+        return "Empty trajectory received."
     unknown = [name for name in msg.joint_names if name not in settings.joints]
     if settings.distro == "humble":
-        # Humble: stamp, then names; no empty-trajectory or end-velocity check.
+        # Humble: stamp, then names; no end-velocity check (#567/#834 never reached humble).
         problem = _stamp_problem(msg, now_s)
         if problem or unknown:
             return problem or f"Incoming joint {unknown[0]} doesn't match the controller's joints."
         return _points_problem(msg)
-    if not msg.points:
-        return "Empty trajectory received."
     if unknown:
         return f"Incoming joint {unknown[0]} doesn't match the controller's joints."
     if not settings.allow_nonzero_velocity_at_trajectory_end:
