@@ -230,3 +230,11 @@ def test_activation_resets_what_came_before() -> None:
     held = jtc.reference
     jtc.advance(NOW + 1.0)
     assert np.allclose(jtc.reference, held) and 0.0 < held[0] < 1.0
+
+
+def test_advance_is_bounded_after_a_clock_step() -> None:
+    arm = joints("forward_command", velocity=True)
+    arm.send([1.0, 0.0, 0.0], NOW)
+    arm.advance(NOW + 3600.0)  # an hour's clock step: a minute of cycles, not 1.8 million
+    assert arm.reference[0] == pytest.approx(60.0, abs=0.01)
+    assert arm.time_s == pytest.approx(NOW + 3600.0, abs=0.002)

@@ -7,6 +7,7 @@ i.e. ``time.time()`` for a real node, or any virtual clock in a benchmark).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,6 +23,8 @@ CONTROLLER_HZ = 500.0
 SERVO_LAG_S = 0.03
 #: A change of the commanded position per cycle above this counts as a jump.
 JUMP_RAD = 0.005
+#: The most controller time ``advance`` runs in one call.
+MAX_CATCH_UP_S = 60.0
 
 
 class ControlledJoints:
@@ -76,7 +79,11 @@ class ControlledJoints:
         dt = self.period_s
         # A cycle due within a microsecond of now_s runs: float seconds since 1970 carry
         # about 0.2 µs of rounding.
-        while self._start_s + (self._cycles + 1) * dt <= now_s + 1e-6:
+        due = math.floor((now_s + 1e-6 - self._start_s) / dt)
+        # Bounded: after a stall (or a clock step) the controller resumes with the last
+        # MAX_CATCH_UP_S of cycles, as a controller manager that missed its deadlines.
+        self._cycles = max(self._cycles, due - round(MAX_CATCH_UP_S / dt))
+        while self._cycles < due:
             self._cycles += 1
             self._time_s = self._start_s + self._cycles * dt
             measured = JointSample(self.servo.positions.copy(), self.servo.velocities.copy())
