@@ -17,6 +17,9 @@ pytestmark = pytest.mark.skipif(
     real_rclpy_available(), reason="real rclpy present: the real-rclpy tier covers the node"
 )
 __all__ = ["ros"]
+#: These tests are about what the controllers accept, not about stale inputs: a loaded
+#: machine must not end an episode on a late joint_states message.
+PATIENT = 2.0
 
 
 @pytest.mark.parametrize("controller", ["jtc_humble", "jtc_jazzy"])
@@ -26,14 +29,14 @@ def test_default_trajectories_are_accepted_and_move_the_arm(
     arm = sim_arm(command_type="joint_trajectory", controller=controller)
     start = arm.arm.joint_positions
     driver = Driver()
-    node = policy_node(sim, output_type="joint_trajectory")
+    node = policy_node(sim, output_type="joint_trajectory", max_observation_age_s=PATIENT)
     bring_up(node)
     assert node.start_episode() is None
     spin_until_actions(ros, 2)  # two chunks, each the rest of its plan in one message
     ros.spin_for(0.3)
     assert arm.rejected == 0 and arm.arm.controlled.controller.accepted >= 2
     assert not np.allclose(arm.arm.joint_positions, start)  # the controller played them
-    assert driver.call("/sequence_ai/stop").success
+    assert driver.call("/sequence_ai/stop").success, (node.episodes.last_end, node.log_records)
     assert arm.rejected == 0  # the hold is accepted too
     assert node.episodes.last_end.reason == "stopped"
 
@@ -42,7 +45,7 @@ def test_forward_command_into_the_forward_controller_model(
     ros: Graph, sim: GatewaySimulator
 ) -> None:
     arm = sim_arm(controller="forward_command")
-    node = policy_node(sim)
+    node = policy_node(sim, max_observation_age_s=PATIENT)
     bring_up(node)
     assert node.start_episode() is None
     spin_until_actions(ros, 5)
@@ -87,6 +90,7 @@ def test_a_controller_set_to_allow_what_it_does_not_rejects_every_message(
         trajectory_mode="point",
         trajectory_velocities=True,
         allow_nonzero_velocity_at_trajectory_end=True,
+        max_observation_age_s=PATIENT,
     )
     bring_up(node)
     assert node.start_episode() is None
@@ -102,7 +106,7 @@ def test_estop_replaces_the_chunk_trajectory_with_the_hold(
     """The controller would otherwise play out the rest of the chunk it was sent."""
     arm = sim_arm(command_type="joint_trajectory", controller="jtc_jazzy")
     driver = Driver()
-    node = policy_node(sim, output_type="joint_trajectory")
+    node = policy_node(sim, output_type="joint_trajectory", max_observation_age_s=PATIENT)
     bring_up(node)
     assert node.start_episode() is None
     spin_until_actions(ros, 1)
