@@ -120,3 +120,10 @@ def test_estop_replaces_the_chunk_trajectory_with_the_hold(
     ros.spin_for(0.5)
     assert np.allclose(arm.arm.controlled.reference, held)
     assert arm.rejected == 0 and node.episodes.last_end.reason == "estop"
+
+
+def test_sim_arm_refuses_a_controller_that_does_not_take_its_command_type(ros: Graph) -> None:
+    with pytest.raises(ValueError, match="takes command_type joint_trajectory"):
+        sim_arm(command_type="float64_multi_array", controller="jtc_jazzy")
+    with pytest.raises(ValueError, match="unknown controller 'jtc_iron'"):
+        sim_arm(command_type="joint_trajectory", controller="jtc_iron")
