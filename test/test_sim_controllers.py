@@ -17,6 +17,14 @@ from sequence_ai_core.sim.trajectory import Trajectory, TrajectoryPoint
 JOINTS = ("joint_1", "joint_2", "joint_3")
 NOW = 1_800_000_000.0  # seconds on the ROS clock
 HUMBLE, JAZZY = humble_defaults(JOINTS), jazzy_defaults(JOINTS)
+#: Every JTC model: the open-loop / desired-state ones validate as their distro's defaults.
+ALL_JTC = [
+    HUMBLE,
+    JAZZY,
+    humble_defaults(JOINTS, from_desired_state=True),
+    jazzy_defaults(JOINTS, from_desired_state=True),
+]
+ALL_IDS = ["humble", "jazzy", "humble-open-loop", "jazzy-desired-state"]
 MS = 1_000_000
 
 
@@ -38,7 +46,7 @@ ZERO = [0.0, 0.0, 0.0]
 # ---------------------------------------------------------------------- acceptance
 
 
-@pytest.mark.parametrize("settings", [HUMBLE, JAZZY], ids=["humble", "jazzy"])
+@pytest.mark.parametrize("settings", ALL_JTC, ids=ALL_IDS)
 @pytest.mark.parametrize(
     ("msg", "text"),
     [
@@ -78,7 +86,7 @@ def test_both_distros_reject_with_the_controller_text(settings, msg: Trajectory,
     assert validate_trajectory(settings, msg, NOW) == text
 
 
-@pytest.mark.parametrize("settings", [HUMBLE, JAZZY], ids=["humble", "jazzy"])
+@pytest.mark.parametrize("settings", ALL_JTC, ids=ALL_IDS)
 def test_both_distros_accept(settings) -> None:
     accepted = [
         trajectory(point(ZERO, 100)),  # stamp 0: start now, never "in the past"
