@@ -81,11 +81,15 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _read_key() -> str | None:
-    """The key typed (hidden) or piped in; None when stdin is closed or empty."""
+    """The key typed at a hidden prompt, or the first line piped in; None if there is none."""
     try:
-        return getpass.getpass("Sequences API key (input hidden): ").strip() or None
+        if sys.stdin is None or not sys.stdin.isatty():  # piped: no prompt, no echo warning
+            line = sys.stdin.readline() if sys.stdin is not None else ""
+        else:
+            line = getpass.getpass("Sequences API key (input hidden): ")
     except EOFError:
         return None
+    return line.strip() or None
 
 
 def _cmd_login(args: argparse.Namespace) -> int:
