@@ -210,3 +210,29 @@ def test_encode_image_takes_base64_text_too() -> None:
     frame = encode_image(JPEG_TEXT, view="exterior_1", size=None)
     assert frame.data == JPEG
     assert "base64 chars" in repr(ImageFrame(view="v", data=JPEG_TEXT))
+
+
+def test_010_style_code_runs_here_with_a_new_import(
+    sim: GatewaySimulator, legacy_env: None
+) -> None:
+    """0.1.0's README loop, keywords and base64 text included, with only the import changed."""
+    import sequence_ai_core as sequence_ai
+
+    def read_observation() -> Any:
+        return sequence_ai.Observation(
+            images=[sequence_ai.ImageFrame(view="exterior_1", data=JPEG_TEXT)],
+            proprioception=sequence_ai.Proprioception(joint_positions=list(JOINTS)),
+            instruction="put the cup in the sink",
+        )
+
+    applied: list[list[float]] = []
+    with sequence_ai.connect(model="pi05-droid", base_url=sim.url) as policy:
+        out = policy.run(
+            observe=read_observation,
+            act=lambda action: applied.append([float(v) for v in action]),
+            validate=lambda action: all(abs(v) < 3.0 for v in action),
+            hold=lambda: None,
+            max_actions=10,
+        )
+    assert out.reason == "completed", out
+    assert len(applied) == 10 and all(len(a) == 8 for a in applied)
