@@ -10,6 +10,7 @@ setup.cfg, because setup.cfg applies to every build: its ``[install] install_scr
 
 import os
 import re
+import sys
 from glob import glob
 from pathlib import Path
 
@@ -21,11 +22,13 @@ VERSION = re.search(
     r'__version__ = "([^"]+)"', (HERE / "sequence_ai_core" / "_version.py").read_text()
 ).group(1)
 
-# colcon builds where ROS 2 is sourced, so AMENT_PREFIX_PATH marks an ament build. There,
+# colcon builds where ROS 2 is sourced, running setup.py itself (not a wheel). There,
 # `ros2 run` looks for executables in lib/<package>, and colcon puts <prefix>/bin on PATH,
 # so `sequence-ai` goes to both. A plain `pip install .` gets the `sequence-ai` command
 # alone, in the environment's bin.
-ROS_BUILD = bool(os.environ.get("AMENT_PREFIX_PATH"))
+ROS_SOURCED = bool(os.environ.get("AMENT_PREFIX_PATH"))
+# pip (any version, through pyproject.toml) builds a wheel, whose scripts go to bin anyway.
+WHEEL_BUILD = any(command in sys.argv for command in ("bdist_wheel", "dist_info", "editable_wheel"))
 CONSOLE_SCRIPTS = ["sequence-ai = sequence_ai_core.cli:main"]
 COMMAND_OPTIONS: dict[str, dict[str, str]] = {}
 DATA_FILES = [
@@ -34,11 +37,12 @@ DATA_FILES = [
     (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
     (f"share/{PACKAGE}/config", glob("config/*.yaml")),
 ]
-if ROS_BUILD:
+if ROS_SOURCED:
     CONSOLE_SCRIPTS += [
         "policy_node = sequence_ai_ros.policy_node:main",
         "sim_arm_node = sequence_ai_ros.sim_arm_node:main",
     ]
+if ROS_SOURCED and not WHEEL_BUILD:
     COMMAND_OPTIONS = {
         "develop": {"script_dir": f"$base/lib/{PACKAGE}"},
         "install": {"install_scripts": f"$base/lib/{PACKAGE}"},

@@ -87,7 +87,7 @@ def _read_key() -> str | None:
             line = sys.stdin.readline() if sys.stdin is not None else ""
         else:
             line = getpass.getpass("Sequences API key (input hidden): ")
-    except EOFError:
+    except (EOFError, OSError):  # stdin closed, or not readable at all
         return None
     return line.strip() or None
 

@@ -65,15 +65,25 @@ def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[st
 
 
 @pytest.mark.timeout(600)
-def test_pip_install_puts_sequence_ai_on_path(source_copy: Path, stock_venv: Path) -> None:
-    pip = _run(
-        [str(stock_venv / "bin" / "python"), "-m", "pip", "install", "-q", "."], cwd=source_copy
-    )
+@pytest.mark.parametrize("ros_sourced", [False, True], ids=["plain", "ros-sourced"])
+def test_pip_install_puts_sequence_ai_on_path(
+    source_copy: Path, stock_venv: Path, ros_sourced: bool
+) -> None:
+    env = dict(os.environ)
+    if ros_sourced:  # pip in a shell where ROS 2 is sourced still builds a normal wheel
+        env["AMENT_PREFIX_PATH"] = "/opt/ros/humble"
+    python = str(stock_venv / "bin" / "python")
+    command = [python, "-m", "pip", "install", "-q", "."]
+    if ros_sourced:  # the second install in this venv: replace the first, deps are there
+        command += ["--force-reinstall", "--no-deps"]
+    pip = _run(command, cwd=source_copy, env=env)
     assert pip.returncode == 0, pip.stderr[-3000:]
     assert "legacy 'setup.py install'" not in pip.stderr
     command = stock_venv / "bin" / "sequence-ai"
     assert command.is_file(), sorted(p.name for p in (stock_venv / "bin").iterdir())
     assert not (stock_venv / "lib" / "sequence_ai_ros").exists()
+    record = next(stock_venv.glob("lib/python3*/site-packages/sequence_ai_ros-*/RECORD"))
+    assert record.read_text().count("bin/sequence-ai,") == 1  # one script, not two
     helped = _run([str(command), "--help"])
     assert helped.returncode == 0, helped.stderr
     assert "models" in helped.stdout and "sim" in helped.stdout
