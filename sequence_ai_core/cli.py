@@ -23,7 +23,7 @@ from .types import Model
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineErrorParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line that names the fix (not usage + error)."""
 
     def error(self, message: str) -> NoReturn:
@@ -189,7 +189,7 @@ def _add_commands(parser: argparse.ArgumentParser, *, with_sim: bool) -> None:
 
 
 def build_parser(*, with_sim: bool = False) -> argparse.ArgumentParser:
-    parser = _Parser(prog="sequence-ai", description="Cloud robot policies from the command line.")
+    parser = OneLineErrorParser(prog="sequence-ai", description="Cloud robot policies from the command line.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--base-url", help="gateway URL (default: $SEQUENCES_BASE_URL or the public gateway)"

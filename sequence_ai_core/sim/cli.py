@@ -196,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sequence-ai sim", description=__doc__)
+    from ..cli import OneLineErrorParser
+
+    parser = OneLineErrorParser(prog="python -m sequence_ai_core.sim", description=__doc__)
     add_arguments(parser)
     return run(parser.parse_args(argv))
