@@ -189,7 +189,9 @@ def _add_commands(parser: argparse.ArgumentParser, *, with_sim: bool) -> None:
 
 
 def build_parser(*, with_sim: bool = False) -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(prog="sequence-ai", description="Cloud robot policies from the command line.")
+    parser = OneLineErrorParser(
+        prog="sequence-ai", description="Cloud robot policies from the command line."
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--base-url", help="gateway URL (default: $SEQUENCES_BASE_URL or the public gateway)"
