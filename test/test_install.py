@@ -30,7 +30,8 @@ def _python310() -> str | None:
         candidates.append(getattr(sys, "_base_executable", sys.executable))
     for candidate in candidates:
         probe = subprocess.run(
-            [candidate, "-c", "import sys, venv; print(sys.version_info[:2] == (3, 10))"],
+            # Debian ships ensurepip (which venv needs for pip) in python3-venv
+            [candidate, "-c", "import sys, ensurepip; print(sys.version_info[:2] == (3, 10))"],
             capture_output=True,
             text=True,
             check=False,
@@ -52,7 +53,7 @@ def source_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def stock_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = _python310()
     if python is None:
-        pytest.skip("no Python 3.10 interpreter on this machine")
+        pytest.skip("no Python 3.10 with venv support (python3-venv) on this machine")
     venv = tmp_path_factory.mktemp("venv") / "v"
     subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120)
     return venv
