@@ -18,9 +18,12 @@ import numpy as np
 import pytest
 import sequence_ai as sai010
 from conftest import TEST_KEY
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from sequence_ai_core import ImageFrame, Observation, Proprioception, connect, encode_image
+from sequence_ai_core.images import image_bytes
 from sequence_ai_core.sim import GatewaySimulator
 
 
@@ -236,3 +239,25 @@ def test_010_style_code_runs_here_with_a_new_import(
         )
     assert out.reason == "completed", out
     assert len(applied) == 10 and all(len(a) == 8 for a in applied)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(payload=st.binary(max_size=64), png=st.booleans())
+def test_encoded_images_and_their_base64_are_told_apart(payload: bytes, png: bool) -> None:
+    """Any JPEG/PNG-signed bytes pass unchanged; their base64 (text or bytes) decodes to them."""
+    image = (b"\x89PNG\r\n\x1a\n" if png else b"\xff\xd8\xff") + payload
+    assert image_bytes(image) == image
+    text = base64.b64encode(image).decode("ascii")
+    assert image_bytes(text) == image
+    assert image_bytes(text.encode("ascii")) == image
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(data=st.one_of(st.binary(max_size=64), st.text(max_size=64)))
+def test_anything_else_is_refused_or_is_an_image(data: bytes | str) -> None:
+    try:
+        raw = image_bytes(data, "frame")
+    except ValueError as error:
+        assert str(error).startswith("frame ")
+    else:
+        assert raw.startswith((b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n"))

@@ -16,14 +16,16 @@ import sequence_ai_core as sai
 from sequence_ai_core.sim import Fault, GatewaySimulator, SimulatedArm
 
 
-def quick_run(url: str, *, api_key: str | None = TEST_KEY, **options: float) -> sai.RunOutcome:
+def quick_run(
+    url: str, *, api_key: str | None = TEST_KEY, max_actions: int = 5, **options: float
+) -> sai.RunOutcome:
     arm = SimulatedArm("pi05-droid")
     holds: list[int] = []
     with sai.connect("pi05-droid", api_key=api_key, base_url=url) as policy:
         outcome = policy.run(
             arm.observe,
             arm.act,
-            max_actions=5,
+            max_actions=max_actions,
             validate=lambda action: True,
             hold=lambda: holds.append(1),
             **options,
@@ -57,6 +59,13 @@ def test_no_key_stops_before_sending_and_says_where_it_looked(
     assert "$SEQUENCES_API_KEY" in repr(outcome)
     assert str(clean_env / "sequence-ai" / "credentials") in repr(outcome)
     assert sim.stats()["act_requests"] == 0
+    assert "no chunk played" in outcome.summary() and "None" not in outcome.summary()
+
+
+def test_summary_gives_the_seam_its_unit(sim: GatewaySimulator) -> None:
+    outcome = quick_run(sim.url, max_actions=40)
+    assert outcome.chunks >= 2, outcome
+    assert f"max seam jump {outcome.max_seam_jump:.4f} rad/s (joint_velocity)" in outcome.summary()
 
 
 def test_a_cold_model_says_how_to_wait_for_it(clean_env: Path) -> None:
