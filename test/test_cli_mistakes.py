@@ -83,6 +83,16 @@ def test_unknown_endpoint_fails_and_lists_the_served_ones(
     assert captured.out == ""
 
 
+def test_an_unreachable_gateway_is_one_line_not_two(clean_env: Path) -> None:
+    """Before the library's logger had a NullHandler, its warning reached stderr as well."""
+    result = subprocess.run(
+        [*CLI, "models", "--base-url", "http://127.0.0.1:1"], capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "gateway unreachable" in one_line(result.stderr)
+
+
 # ------------------------------------------------------------------ doctor
 
 

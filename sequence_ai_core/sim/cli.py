@@ -15,6 +15,7 @@ import threading
 from types import FrameType
 from typing import Any
 
+from ..transport import resolve_base_url
 from .server import GatewaySimulator
 
 KEY_ENV = "SEQUENCES_SIM_API_KEY"
@@ -152,8 +153,12 @@ def banner(sim: GatewaySimulator, args: argparse.Namespace) -> list[str]:
         "point a client at it, in another shell:",
         f"  export SEQUENCES_BASE_URL={sim.url}",
         f"  export SEQUENCES_API_KEY={key}",
-        "models:",
     ]
+    try:
+        resolve_base_url(sim.url)
+    except ValueError:  # plain http to a host that is not loopback
+        lines.append("  (plain http off loopback: clients need --allow-insecure-http or TLS)")
+    lines.append("models:")
     for model in sim.models.values():
         lines.append(
             f"  {model.short_id:<26} {model.action_space} x{model.action_dim}  "
