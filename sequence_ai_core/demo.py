@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .catalogue import models
-from .outcome import RunOutcome
+from .outcome import SEAM_UNITS, RunOutcome
 from .policy import connect
 from .sim import CATALOGUE, GatewaySimulator, SimulatedArm
 from .sim.catalogue import reference_chunk
@@ -180,12 +180,15 @@ def main() -> int:
             engine = results[model].engine
             assert engine is not None
             print(engine.summary())
-            print(f"  largest step inside one chunk of this model: {in_chunk_step(model):.4f}")
+            unit = SEAM_UNITS.get(CATALOGUE[model].action_space, "")
+            print(
+                f"  largest step inside one chunk of this model: {in_chunk_step(model):.4f} {unit}"
+            )
         print(f"\nTime moving, run() vs the closed loop (refill only when empty), {REFILL_S} s:")
         print_comparison(results)
         print(
-            "(long run: what the closed loop converges to, covers / (covers + refill); a short"
-            " run starts with a full chunk, so it looks better)"
+            "(long run: what the closed loop converges to, covers / (covers + refill);\n"
+            " a short run starts with a full chunk in hand, so it looks better)"
         )
         print("\nnext_action(), the simple loop:")
         next_action_loop(sim.url)
