@@ -11,34 +11,23 @@ observation time plus the run's lag; steps that passed while a request was in fl
 skipped and counted for absolute and velocity spaces, never for delta spaces.
 
 The lag. A chunk observed at ``t_o`` arrives at ``t_o + L`` and is playable until
-``t_o + lag + covers``, a window ``W = covers + lag - L``. Continuous play with at most
-``max_in_flight`` (M) requests outstanding needs requests at most ``W`` apart and ``W`` at
-least about ``L/M``, so the engine aims the lag at ``max(0, L + L/M - covers)`` plus one
-period (``freshness="fresh"``, the default), with L the quantile below; it stops shrinking
-one period above that target (hysteresis). ``freshness="round_trip"`` aims at L itself.
-The cost of freshness is requests: about one per ``W`` minus a period of motion. At a fixed
-0.80 s refill (as measured, in whole ticks), steady state, fresh vs round trip:
+``t_o + lag + covers``. By default (``freshness="round_trip"``) the lag is the expected
+refill time, so a request started one lead (the same expected time plus a period) before
+the plan ends lands in time and requests are ``covers - period`` apart: the request floor,
+about 1.07 per chunk of motion, whatever ``max_in_flight`` allows. ``freshness="fresh"``
+aims at ``max(0, L + L/M - covers)`` plus a period, the smallest lag ``max_in_flight`` (M)
+requests sustain: plans up to L fresher, for one request per ``covers + lag - L`` of
+motion (1.7-2.7x the floor at a 0.79 s refill; the README's frontier has the figures).
+The lag moves toward its target in at most ``plan.LAG_CONVERGE_CHUNKS`` chunks.
 
-    chunk            lag s         played plan behind s   staleness p50 s   requests / s
-    1.00 s, 15 Hz    0.20 / 0.80   0.20 / 0.80            0.93 / 1.27       2.7 / 1.1
-    2.13 s, 15 Hz    0.13 / 0.80   0.13 / 0.80            1.47 / 1.77       0.7 / 0.5
-    0.64 s, 25 Hz    0.52 / 0.80   0.52 / 0.80            0.96 / 1.08       2.9 / 1.7
-    0.50 s, 30 Hz    0.63 / 0.80   0.63 / 0.80            0.93 / 1.03       3.3 / 2.0
-
-The tracking error against a moving reference, and the backward jump at every swap with a
-policy that predicts from the arm's observed state, scale with how far behind the plan
-plays (``bench/freshness.py``). A smaller ``max_in_flight`` also lowers the request rate, at
-a larger lag. The lag moves toward its target by at most one period per arriving chunk, so
-a swap moves the plan by at most one extra step.
-
-Prefetch. The next request starts when the plan, including what the requests in flight will
-cover (each until its window ends, with the lag it will have when it lands), ends sooner
-than the expected refill time: the 95th percentile of the last 50 measured refill latencies
-(latency is right-skewed, so a mean would miss every slow tail), at least the lag, plus one
-period. Until five refills were measured, the slowest one stands in for the quantile;
-before the first one, a single request is outstanding (or, given the catalogue's chunk
-length, requests staggered 0.9 chunk apart). Up to ``max_in_flight`` requests run at once,
-each started at its own tick with its own fresh observation.
+The expected refill time is the 99th percentile of the last 50 measured refills plus a
+quarter of its distance from the median (latency is right-skewed: with a lognormal p99 of
+2x the median, a p95 lead stalled 3-5 % of chunk boundaries, this one under 1 %), at least
+the lag. Until five refills were measured the slowest stands in for it; before the first,
+one request is outstanding (or, given the catalogue's chunk length, requests staggered
+0.9 chunk apart). Requests run on worker threads, each started at its own tick with its
+own observation; the body (image encoding included) is built on the worker. While the
+gateway queues, at most one is outstanding (``load.LoadMonitor``).
 
 ``next_action()`` (on ``Policy``) stays the simple, synchronous loop: it fetches when its
 buffer is empty and stops the arm meanwhile. Use ``run()`` or this engine to keep moving.
@@ -51,18 +40,22 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, PolicyLike, Tick
 from .errors import InvalidRequest, InvalidResponse, SequencesError, Unavailable
+from .load import LoadMonitor, is_busy
 from .outcome import RunOutcome
 from .plan import SKIPPING_SPACES, ChunkPlan, checked_period
 from .stats import PlaybackStats, SampleWindow
 from .types import ActionChunk, Observation, Prediction
 
-LEAD_QUANTILE = 0.95
+LEAD_QUANTILE = 0.99
+#: Added to the quantile, as a fraction of its distance from the median: 50 samples
+#: estimate a p99 loosely, and a lead just at it stalls about 1 boundary in 100.
+SPREAD_MARGIN = 0.25
 LATENCY_WINDOW = 50
 MIN_LATENCY_SAMPLES = 5
 #: Startup refills (before anything was measured) start this many chunk lengths apart.
@@ -113,6 +106,7 @@ class PlaybackEngine:
         self._plan = ChunkPlan(self.config.smooth_seam)
         self._stats = PlaybackStats()
         self._lead_latency = SampleWindow(LATENCY_WINDOW)
+        self._load = LoadMonitor(self.config.max_in_flight, enabled=self.config.backoff)
         self._covers_s = 0.0
         self._seq = 0
         self._requests_started = 0
@@ -161,6 +155,11 @@ class PlaybackEngine:
         return len(self._requests)
 
     @property
+    def in_flight_limit(self) -> int:
+        """Requests allowed outstanding now: ``max_in_flight``, or one while backing off."""
+        return self._load.limit
+
+    @property
     def lag_s(self) -> float:
         return self._plan.lag_s
 
@@ -171,10 +170,12 @@ class PlaybackEngine:
         return max(self._expected_latency(), self._plan.lag_s) + (self.period_s or 0.0)
 
     def _expected_latency(self) -> float:
-        """High quantile of recent refills; the slowest one while there are too few."""
-        if len(self._lead_latency) < MIN_LATENCY_SAMPLES:
-            return self._lead_latency.max()
-        return self._lead_latency.quantile(LEAD_QUANTILE)
+        """High quantile of recent refills plus a margin; the slowest while there are few."""
+        window = self._lead_latency
+        if len(window) < MIN_LATENCY_SAMPLES:
+            return window.max()
+        high = window.quantile(LEAD_QUANTILE)
+        return high + SPREAD_MARGIN * max(0.0, high - window.quantile(0.5))
 
     def wait_any(self, timeout_s: float) -> bool:
         """Block until a request in flight completes or ``timeout_s`` passes (for drivers
@@ -198,7 +199,9 @@ class PlaybackEngine:
             "warming": int(self._warming and self._stats.first_action_at is None),
             "action_space": self.action_space or "",
             **self._stats.live(),
+            **self._load.live(),
             "discarded_chunks": self._discarded,
+            "wasted_requests": self._discarded,
             "in_flight": len(self._requests),
             "requests": self._requests_started,
             "retries": self._retries,
@@ -208,7 +211,7 @@ class PlaybackEngine:
 
     def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome:
         start = self._first_tick_at
-        return self._stats.outcome(
+        outcome = self._stats.outcome(
             reason=reason,
             stopped_early=stopped_early,
             elapsed_s=0.0 if start is None else max(0.0, self._clock() - start),
@@ -216,6 +219,15 @@ class PlaybackEngine:
             retries=self._retries,
             requests=self._requests_started,
             error=self._error,
+        )
+        load = self._load
+        return replace(
+            outcome,
+            wasted_requests=self._discarded,
+            backoffs=load.backoffs,
+            busy_answers=load.busy_answers,
+            queued_refills=load.queued_refills,
+            unloaded_latency_s=load.unloaded_s,
         )
 
     def close(self, *, wait: bool = True) -> None:
@@ -271,6 +283,7 @@ class PlaybackEngine:
         latency = now - request.observed_at
         self._lead_latency.add(latency)
         self._stats.latency.add(latency)
+        self._load.refill(latency, prediction.perf, period)
         self._covers_s = len(chunk) * period
         if not holding:  # with few samples the target uses the slowest: safe to start early
             self._plan.adapt_lag(self._lag_target(period), period)
@@ -297,7 +310,7 @@ class PlaybackEngine:
         start one lead (L + period) before the plan ends, so they are W - period apart and
         about L / (W - period) are in flight; at most ``max_in_flight`` (M) can be, hence
         lag >= L + L/M - covers + period. Delta spaces skip nothing, so a smaller lag only
-        costs requests there: they keep the round trip, as does ``freshness="round_trip"``."""
+        costs requests there: they keep the round trip, the default for every space."""
         latency = self._expected_latency()
         if self.config.freshness == "round_trip" or self.action_space not in SKIPPING_SPACES:
             return latency
@@ -335,6 +348,8 @@ class PlaybackEngine:
             self._not_before = max(self._not_before, now + min(wait, remaining))
             self._retries += 1
             return
+        if is_busy(exc):
+            self._load.busy()
         wait = exc.retry_after_s or 0.0
         if not started or self._plan.end(now) <= now + wait:
             raise exc  # the plan no longer covers a retry
@@ -392,7 +407,7 @@ class PlaybackEngine:
             return in_flight == 0 or self._startup_stagger_due(now, in_flight)
         if not self.config.prefetch:
             return in_flight == 0 and not playing and not self._plan.pending(now)
-        if in_flight >= self.config.max_in_flight:
+        if in_flight >= self._load.limit:
             return False
         # each request's chunk is playable until observed_at + lag + covers, with the lag
         # it will have when it lands (it may shrink by a period per chunk meanwhile)
@@ -409,7 +424,7 @@ class PlaybackEngine:
         """Before the first chunk nothing is measured; only the catalogue's chunk length says
         how far apart refills may start and still join up (10 % margin for latency spread)."""
         covers = self.config.expected_covers_s
-        if not self.config.prefetch or covers is None or in_flight >= self.config.max_in_flight:
+        if not self.config.prefetch or covers is None or in_flight >= self._load.limit:
             return False
         return now - self._last_start_at >= STARTUP_SPACING * covers
 

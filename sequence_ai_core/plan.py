@@ -7,15 +7,16 @@ arrived are skipped (absolute and velocity spaces). With lag 0 every command wou
 fresh as the pipeline allows, but a 0.50 s chunk at a 0.8 s round trip would be entirely in
 the past on arrival; with lag = L nothing is ever skipped but every command is L seconds
 old, which a policy conditioned on the arm's observed state turns into a backward yank at
-every swap. So the engine asks for the smallest lag its refills can sustain (see
-``engine``) and the plan moves toward it by at most one period per chunk (``adapt_lag``).
+every swap. The engine picks the lag (see ``engine``: by default the round trip, which
+costs the fewest requests) and the plan moves toward it in a bounded number of chunks
+(``adapt_lag``).
 
 A chunk that arrives while the arm holds still (first chunk, after an underrun) plays from
 its first step (the arm did not move meanwhile, so that step is still the right next
-command) and its round trip becomes the lag; the lag then shrinks one period per chunk.
+command) and its round trip becomes the lag; the lag then moves toward the engine's target.
 Every chunk continues one timeline: a newer chunk replaces the older one from its anchor on,
-so a swap never goes back in the plan; a lag change moves it one step more (shrink) or one
-step less (growth) than a tick normally does.
+so a swap never goes back in the plan; a lag change of s seconds moves it s seconds more
+(shrink) or less (growth) than a tick normally does.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ SKIPPING_SPACES = ABSOLUTE_SPACES | VELOCITY_SPACES
 #: Hysteresis before the lag shrinks, so latency jitter does not make the timeline wobble:
 #: the lag settles within this many periods above its target.
 LAG_SHRINK_PERIODS = 1
+#: A lag move reaches its target within this many chunks at any control rate: each chunk
+#: moves it by the distance to the target (when the move began) over this, and at least a
+#: period. One period per chunk took 0.6 s / 5 ms = 120 chunks (two minutes) at 200 Hz.
+#: The cost is a seam: a move of s seconds plays s seconds more or less of the plan at once.
+LAG_CONVERGE_CHUNKS = 6
 
 
 def checked_period(chunk: ActionChunk, control_hz: float | None = None) -> float:
@@ -105,6 +111,8 @@ class PlannedStep:
 class ChunkPlan:
     def __init__(self, smooth_seam: int = 0) -> None:
         self.lag_s = 0.0
+        #: Seconds the lag moves per chunk in the move under way (signed; 0: settled).
+        self._lag_step = 0.0
         #: A tick time the plan was (re)started at: anchors are kept on its period grid.
         self._origin: float | None = None
         self._smooth_seam = smooth_seam
@@ -136,6 +144,7 @@ class ChunkPlan:
             self._origin = now
             latency_lag = max(0.0, round((now - observed_at) / period_s) * period_s)
             self._set_lag(latency_lag if restart else max(self.lag_s, latency_lag), period_s)
+            self._lag_step = 0.0
             anchor = now
         elif not holding:
             playing = self.playing()
@@ -149,23 +158,41 @@ class ChunkPlan:
         return planned
 
     def adapt_lag(self, target_s: float, period_s: float) -> None:
-        """Move the lag toward ``target_s`` (rounded to the period grid) by at most one
-        period per chunk; it shrinks only while more than ``LAG_SHRINK_PERIODS`` above it.
+        """Move the lag toward ``target_s`` (rounded to the period grid) by one step per
+        chunk; it shrinks only while more than ``LAG_SHRINK_PERIODS`` above it.
 
-        One period per swap keeps a lag change to one extra step of motion at the seam.
+        The step is set when a move starts: the distance over ``LAG_CONVERGE_CHUNKS``, on the
+        period grid, at least one period; so a move ends within that many chunks (plus one
+        for rounding) whatever the rate, and a small move costs one step at the seam.
         """
         target = _on_period(target_s, period_s)
         if target > self.lag_s + period_s / 2:
-            self._set_lag(self.lag_s + period_s, period_s)
+            direction = 1.0
         elif target < self.lag_s - LAG_SHRINK_PERIODS * period_s - period_s / 2:
-            self._set_lag(max(0.0, self.lag_s - period_s), period_s)
+            direction = -1.0
+        else:
+            self._lag_step = 0.0
+            return
+        if self._lag_step * direction <= 0:  # a new move, or the target crossed over
+            periods = math.ceil(abs(target - self.lag_s) / LAG_CONVERGE_CHUNKS / period_s)
+            self._lag_step = direction * max(1, periods) * period_s
+        moved = self.lag_s + self._lag_step
+        lag = min(moved, target) if direction > 0 else max(moved, target, 0.0)
+        self._set_lag(lag, period_s)
 
     def lag_after(self, chunks: int, target_s: float, period_s: float) -> float:
         """The smallest the lag can be once ``chunks`` more chunks have arrived while it
         moves toward ``target_s``: requests in flight are timed against it, since a shrink
         moves their window's end earlier."""
-        floor = _on_period(target_s, period_s) + LAG_SHRINK_PERIODS * period_s
-        return max(min(self.lag_s, floor), self.lag_s - chunks * period_s)
+        floor = _on_period(target_s, period_s)
+        step = max(period_s, -self._lag_step, self._largest_step(target_s, period_s))
+        return max(min(self.lag_s, floor), self.lag_s - chunks * step)
+
+    def _largest_step(self, target_s: float, period_s: float) -> float:
+        periods = math.ceil(
+            max(0.0, self.lag_s - _on_period(target_s, period_s)) / LAG_CONVERGE_CHUNKS / period_s
+        )
+        return periods * period_s
 
     def _set_lag(self, lag_s: float, period_s: float) -> None:
         """Chunks waiting for their slot move with the timeline, or the first to start

@@ -135,7 +135,8 @@ def _wait_received(sim: GatewaySimulator, count: int) -> None:
     assert len(sim.received) >= count
 
 
-STAGGERED = EngineConfig(expected_covers_s=0.2)
+#: The fresh lag: these tests follow its moves toward the smallest sustainable lag.
+STAGGERED = EngineConfig(expected_covers_s=0.2, freshness="fresh")
 
 
 @pytest.mark.parametrize(
