@@ -56,7 +56,7 @@ setup(
             "PyYAML>=6",
             "types-PyYAML",
         ],
-        "bench": ["matplotlib>=3.5"],
+        "bench": ["matplotlib>=3.5", "sequence-ai==0.1.0"],
     },
     zip_safe=True,
     entry_points={"console_scripts": CONSOLE_SCRIPTS},

@@ -48,7 +48,7 @@ from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, Polic
 from .errors import InvalidRequest, InvalidResponse, SequencesError, Unavailable
 from .load import LoadMonitor, is_busy
 from .outcome import RunOutcome
-from .plan import SKIPPING_SPACES, ChunkPlan, checked_period
+from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared, checked_period, prepare
 from .stats import PlaybackStats, SampleWindow
 from .types import ActionChunk, Observation, Prediction
 
@@ -66,7 +66,7 @@ DEFAULT_WARMING_RETRY_S = 1.0
 
 @dataclass
 class _Request:
-    future: Future[Prediction]
+    future: Future[Prepared]
     observed_at: float
 
 
@@ -119,6 +119,10 @@ class PlaybackEngine:
         self._error: SequencesError | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
+        self._arrived = False  # a request in flight completed since the last harvest
+        #: (projected plan end, lead): the next refill is due once less than the lead is left
+        self._due_at: tuple[float, float] | None = None
+        self._steady_until = -math.inf  # see _steady_deadline
 
     # ------------------------------------------------------------------ public surface
 
@@ -133,6 +137,8 @@ class PlaybackEngine:
             raise RuntimeError("PlaybackEngine is closed")
         if self._error is not None:
             raise self._error
+        if now < self._steady_until and not self._arrived:
+            return self._record(now, self._plan.continue_at(now))
         if self._first_tick_at is None:
             self._first_tick_at = now
         try:
@@ -142,7 +148,21 @@ class PlaybackEngine:
         except SequencesError as exc:
             self._error = exc
             raise
+        self._steady_until = self._steady_deadline(now)
         return result
+
+    def _steady_deadline(self, now: float) -> float:
+        """Until when ticks need neither a harvest, a seam nor a refill decision: the plan's
+        steady span, cut at the next refill's due time. Most ticks then cost an index and a
+        copy (measured in bench/overhead.py: the whole tick was 3x a bare loop's step)."""
+        until = self._plan.steady_until()
+        if until == -math.inf or not self.config.prefetch:
+            return until
+        if len(self._requests) < self._load.limit:
+            if self._due_at is None:
+                self._due_at = self._next_request_at(now)
+            until = min(until, self._due_at[0] - self._due_at[1])
+        return until
 
     @property
     def current_chunk(self) -> tuple[ActionChunk, float] | None:
@@ -201,7 +221,7 @@ class PlaybackEngine:
             **self._stats.live(),
             **self._load.live(),
             "discarded_chunks": self._discarded,
-            "wasted_requests": self._discarded,
+            "wasted_requests": self._discarded + self._plan.superseded,
             "in_flight": len(self._requests),
             "requests": self._requests_started,
             "retries": self._retries,
@@ -223,7 +243,7 @@ class PlaybackEngine:
         load = self._load
         return replace(
             outcome,
-            wasted_requests=self._discarded,
+            wasted_requests=self._discarded + self._plan.superseded,
             backoffs=load.backoffs,
             busy_answers=load.busy_answers,
             queued_refills=load.queued_refills,
@@ -238,6 +258,7 @@ class PlaybackEngine:
         if self._closed:
             return
         self._closed = True
+        self._steady_until = -math.inf
         for request in self._requests:
             request.future.cancel()
         self._requests.clear()
@@ -254,6 +275,10 @@ class PlaybackEngine:
     # ------------------------------------------------------------------ arrivals
 
     def _harvest(self, now: float) -> None:
+        if not self._arrived:  # set by the workers: most ticks have nothing to collect
+            return
+        self._arrived = False
+        self._due_at = None
         done = [r for r in self._requests if r.future.done()]
         if not done:
             return
@@ -264,7 +289,7 @@ class PlaybackEngine:
         for request in done:
             self._requests.remove(request)
             try:
-                prediction = request.future.result()
+                prepared = request.future.result()
             except CancelledError:
                 continue
             except SequencesError as exc:
@@ -272,12 +297,11 @@ class PlaybackEngine:
                 continue
             except ValueError as exc:  # the client refused the observation before sending
                 raise InvalidRequest(f"observation not sent: {exc}") from exc
-            if self._accept(request, prediction, now, holding=holding):
+            if self._accept(request, prepared, now, holding=holding):
                 holding = False
 
-    def _accept(
-        self, request: _Request, prediction: Prediction, now: float, *, holding: bool
-    ) -> bool:
+    def _accept(self, request: _Request, prepared: Prepared, now: float, *, holding: bool) -> bool:
+        prediction = prepared.prediction
         chunk = prediction.action_chunk
         period = self._check_chunk(chunk)
         latency = now - request.observed_at
@@ -288,7 +312,7 @@ class PlaybackEngine:
         if not holding:  # with few samples the target uses the slowest: safe to start early
             self._plan.adapt_lag(self._lag_target(period), period)
         planned = self._plan.add(
-            prediction,
+            prepared,
             seq=self._seq + 1,
             observed_at=request.observed_at,
             period_s=period,
@@ -367,8 +391,13 @@ class PlaybackEngine:
             if self._on_underrun is not None:
                 self._on_underrun(gap)
             return Tick(None, "underrun", 0, -1, False, math.nan)
+        return self._record(now, step)
+
+    def _record(self, now: float, step: PlannedStep) -> Tick:
         planned = step.planned
-        if step.action.shape != (self.action_dim,) or not np.all(np.isfinite(step.action)):
+        # the plan's steps are checked read-only copies: only a computed ramp needs a check
+        bad = step.ramped and not np.isfinite(step.action).all()
+        if bad or step.action.shape != (self.action_dim,):
             raise InvalidResponse("planned action is not finite or has the wrong size")
         staleness = now - planned.observed_at
         self._stats.skipped_stale += step.skipped_stale
@@ -396,8 +425,10 @@ class PlaybackEngine:
             self._executor = ThreadPoolExecutor(
                 max_workers=self.config.max_in_flight, thread_name_prefix="sequence-ai-refill"
             )
-        future = self._executor.submit(self._policy._fetch, observation, self._options)
+        future = self._executor.submit(self._fetch, observation)
+        future.add_done_callback(self._note_arrival)
         self._requests.append(_Request(future, now))
+        self._due_at = None
         self._last_start_at = now
         self._requests_started += 1
 
@@ -409,8 +440,25 @@ class PlaybackEngine:
             return in_flight == 0 and not playing and not self._plan.pending(now)
         if in_flight >= self._load.limit:
             return False
+        if self._due_at is None or self.action_space not in SKIPPING_SPACES:
+            self._due_at = self._next_request_at(now)
+        projected, lead = self._due_at
+        return projected - now < lead
+
+    def _fetch(self, observation: Observation) -> Prepared:
+        """On a worker: the request (its body, images included, is built there) and the
+        chunk's copy and checks, so that the control thread only plays it."""
+        return prepare(self._policy._fetch(observation, self._options))
+
+    def _note_arrival(self, future: Future[Prepared]) -> None:
+        self._arrived = True  # a plain store: atomic under the GIL, read by the next tick
+
+    def _next_request_at(self, now: float) -> tuple[float, float]:
+        """When the plan, with what the requests in flight will add, ends one lead from now.
+        It changes only when a chunk arrives or a request starts (skipping spaces: the plan
+        ends at fixed times), so ticks in between compare one number."""
         # each request's chunk is playable until observed_at + lag + covers, with the lag
-        # it will have when it lands (it may shrink by a period per chunk meanwhile)
+        # it will have when it lands (it may shrink meanwhile)
         projected = self._plan.end(now)
         period = self.period_s or 0.0
         target = self._lag_target(period)
@@ -418,7 +466,7 @@ class PlaybackEngine:
         for position, request in enumerate(ordered):
             lag = self._plan.lag_after(position + 1, target, period)
             projected = max(projected, request.observed_at + lag + self._covers_s)
-        return projected - now < self.lead_s()
+        return projected, self.lead_s()
 
     def _startup_stagger_due(self, now: float, in_flight: int) -> bool:
         """Before the first chunk nothing is measured; only the catalogue's chunk length says

@@ -22,7 +22,7 @@ so a swap never goes back in the plan; a lag change of s seconds moves it s seco
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,6 +60,28 @@ def checked_period(chunk: ActionChunk, control_hz: float | None = None) -> float
     return 1.0 / hz
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A chunk made ready to play, on the worker thread that fetched it (``prepare``)."""
+
+    prediction: Prediction
+    #: A read-only copy of the steps, checked finite once: nothing can change it later.
+    steps: FloatArray
+    #: ``steps[i]`` as views, so a tick indexes a list instead of calling numpy.
+    rows: list[FloatArray]
+
+
+def prepare(prediction: Prediction) -> Prepared:
+    """Copy, check and split a chunk's steps off the control thread. Right after a control
+    loop's sleep a numpy call costs 20-40 µs (cold caches; warm, 1 µs; measured in
+    bench/overhead.py), so per-step checks and indexing had tripled the tick."""
+    steps = np.array(prediction.action_chunk.steps, dtype=np.float64)
+    if steps.ndim != 2 or steps.shape[0] < 1 or not np.isfinite(steps).all():
+        raise InvalidResponse("action chunk is not finite 2-D steps")
+    steps.flags.writeable = False
+    return Prepared(prediction, steps, list(steps))
+
+
 def _on_period(time_s: float, period_s: float) -> float:
     return max(0.0, round(time_s / period_s) * period_s)
 
@@ -71,17 +93,22 @@ class PlannedChunk:
     observed_at: float
     anchor: float
     period_s: float
+    #: The plan's own read-only, checked rows of the chunk's steps (see ``prepare``).
+    rows: list[FloatArray]
     first_index: int | None = None
     last_index: int = -1
     ramp: FloatArray | None = None
+    #: Plain attributes, not properties: every tick reads them (see ``prepare``).
+    length: int = field(init=False)
+    skips: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.length = len(self.rows)
+        self.skips = self.prediction.action_chunk.action_space in SKIPPING_SPACES
 
     @property
     def chunk(self) -> ActionChunk:
         return self.prediction.action_chunk
-
-    @property
-    def skips(self) -> bool:
-        return self.chunk.action_space in SKIPPING_SPACES
 
     def index_at(self, now: float) -> int:
         return math.floor((now - self.anchor) / self.period_s + DUE_TOLERANCE)
@@ -89,11 +116,11 @@ class PlannedChunk:
     def end(self, now: float) -> float:
         """When this chunk's last step ends (in order-played spaces: from ``now`` on)."""
         if self.skips or self.first_index is None:
-            return self.anchor + len(self.chunk) * self.period_s
-        return now + (len(self.chunk) - self.last_index - 1) * self.period_s
+            return self.anchor + self.length * self.period_s
+        return now + (self.length - self.last_index - 1) * self.period_s
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PlannedStep:
     planned: PlannedChunk
     index: int
@@ -106,6 +133,8 @@ class PlannedStep:
     skipped_stale: int
     #: Steps passed over because this tick came late (more than 3/4 period).
     skipped_late: int
+    #: ``action`` is ``raw`` plus a seam ramp (computed, so checked again before sending).
+    ramped: bool = False
 
 
 class ChunkPlan:
@@ -117,11 +146,13 @@ class ChunkPlan:
         self._origin: float | None = None
         self._smooth_seam = smooth_seam
         self._chunks: list[PlannedChunk] = []
+        #: Chunks replaced by a newer one before they played a step.
+        self.superseded = 0
         self._last_sent: FloatArray | None = None
 
     def add(
         self,
-        prediction: Prediction,
+        prepared: Prepared,
         *,
         seq: int,
         observed_at: float,
@@ -150,8 +181,10 @@ class ChunkPlan:
             playing = self.playing()
             if playing is not None and observed_at < playing.observed_at:
                 return None
-        planned = PlannedChunk(prediction, seq, observed_at, anchor, period_s)
-        if not holding and planned.skips and planned.index_at(now) >= len(planned.chunk):
+        planned = PlannedChunk(
+            prepared.prediction, seq, observed_at, anchor, period_s, prepared.rows
+        )
+        if not holding and planned.skips and planned.index_at(now) >= planned.length:
             return None
         self._chunks.append(planned)
         self._chunks.sort(key=lambda p: p.observed_at)
@@ -212,16 +245,21 @@ class ChunkPlan:
 
     def due(self, now: float) -> tuple[PlannedChunk, int] | None:
         """The chunk that owns ``now`` (the newest anchored by then) and its step due."""
+        chunks = self._chunks
         owner = None
-        for position, planned in enumerate(self._chunks):
+        for position, planned in enumerate(chunks):
             if planned.anchor <= now + DUE_TOLERANCE * planned.period_s:
                 owner = position
+            else:
+                break  # sorted by observation time, so anchors only grow
         if owner is None:
             return None
-        del self._chunks[:owner]  # replaced from the newer chunk's anchor on
-        planned = self._chunks[0]
+        if owner:
+            self.superseded += sum(p.first_index is None for p in chunks[:owner])
+            del chunks[:owner]  # replaced from the newer chunk's anchor on
+        planned = chunks[0]
         index = max(0, planned.index_at(now)) if planned.skips else planned.last_index + 1
-        return (planned, index) if index < len(planned.chunk) else None
+        return (planned, index) if index < planned.length else None
 
     def take(self, now: float) -> PlannedStep | None:
         """Consume the step due at ``now``; None when nothing is planned for now."""
@@ -229,7 +267,7 @@ class ChunkPlan:
         if due is None:
             return None
         planned, index = due
-        raw = planned.chunk.steps[index]
+        raw = planned.rows[index]
         new_chunk = planned.first_index is None
         skipped = late = 0
         if new_chunk:
@@ -241,13 +279,45 @@ class ChunkPlan:
         else:
             late = max(0, index - planned.last_index - 1)
         planned.last_index = index
-        action = np.array(raw, dtype=np.float64)
+        action = raw.copy()  # what the caller gets; the plan's copy stays untouched
+        ramped = False
         if planned.ramp is not None and planned.first_index is not None:
             done = index - planned.first_index
             if done < self._smooth_seam:
                 action += planned.ramp * (1.0 - (done + 1) / (self._smooth_seam + 1))
+                ramped = True
         self._last_sent = action
-        return PlannedStep(planned, index, raw, action.copy(), new_chunk, skipped, late)
+        return PlannedStep(planned, index, raw, action, new_chunk, skipped, late, ramped)
+
+    def steady_until(self) -> float:
+        """Until when the chunk playing keeps the timeline with no seam, no ramp and no
+        skip decision (absolute and velocity spaces): ticks before it may ``continue_at``.
+        Only an arriving chunk changes this."""
+        if not self._chunks or not self._chunks[0].skips:
+            return -math.inf
+        playing = self._chunks[0]
+        if playing.first_index is None or (
+            playing.ramp is not None
+            and playing.last_index - playing.first_index + 1 < self._smooth_seam
+        ):
+            return -math.inf
+        period = playing.period_s
+        until = playing.anchor + (playing.length - DUE_TOLERANCE) * period
+        if len(self._chunks) > 1:
+            until = min(until, self._chunks[1].anchor - DUE_TOLERANCE * period)
+        return until
+
+    def continue_at(self, now: float) -> PlannedStep:
+        """``take`` for a tick before ``steady_until``: the chunk playing, by time index.
+        The common tick, so it does the least: one numpy call, no search, no ramp."""
+        planned = self._chunks[0]
+        index = math.floor((now - planned.anchor) / planned.period_s + DUE_TOLERANCE)
+        late = max(0, index - planned.last_index - 1)
+        planned.last_index = index
+        raw = planned.rows[index]
+        action = raw.copy()
+        self._last_sent = action
+        return PlannedStep(planned, index, raw, action, False, 0, late)
 
     def _smooths(self, planned: PlannedChunk) -> bool:
         """Ramp out of the last sent action: absolute spaces only, never the first chunk."""

@@ -45,14 +45,14 @@ class ClockGateway:
     fail: Callable[[int], SequencesError | None] = lambda n: None
     requests: int = 0
     _slots: list[float] = field(default_factory=list)
-    _queued: list[tuple[float, Future[Prediction], Prediction | SequencesError]] = field(
-        default_factory=list
-    )
+    _queued: list[tuple[float, Future[Any], Any]] = field(default_factory=list)
 
-    def submit(self, fn: Any, observation: Observation, options: Any) -> Future[Prediction]:
+    def submit(self, fn: Any, observation: Observation) -> Future[Any]:
+        """Like ``ThreadPoolExecutor.submit(fn, observation)``: ``fn`` (the engine's worker
+        task) runs when the answer is due, and its policy is handed the answer to return."""
         n, now = self.requests, self.clock.now
         self.requests += 1
-        future: Future[Prediction] = Future()
+        future: Future[Any] = Future()
         error = self.fail(n)
         if error is not None:
             self._queued.append((now + 0.05, future, error))
@@ -72,7 +72,7 @@ class ClockGateway:
             space=SPACES[int(space)],
             perf={"inference_ms": service * 1000, "queue_ms": (start - now) * 1000},
         )
-        self._queued.append((start + service, future, prediction))
+        self._queued.append((start + service, future, (fn, observation, prediction)))
         return future
 
     def advance(self, now: float) -> None:
@@ -83,8 +83,13 @@ class ClockGateway:
                 continue
             if isinstance(item[2], SequencesError):
                 item[1].set_exception(item[2])
-            else:
-                item[1].set_result(item[2])
+                continue
+            fn, observation, prediction = item[2]
+            ANSWERS[id(observation)] = prediction
+            try:
+                item[1].set_result(fn(observation))
+            except SequencesError as exc:
+                item[1].set_exception(exc)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Drops what the closing engine left in flight; other engines' requests stay."""
@@ -102,13 +107,17 @@ def answer(
     return Prediction(id="p", model="m", action_chunk=chunk, perf=dict(perf))
 
 
+#: The answer ``ClockGateway`` made for an observation, until its policy returns it.
+ANSWERS: dict[int, Prediction] = {}
+
+
 class NoHttp:
-    """The engine's policy: never called (``ClockGateway`` answers in its place)."""
+    """The engine's policy: returns what ``ClockGateway`` answered (no HTTP)."""
 
     control_hz: float | None = None
 
     def _fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
-        raise AssertionError("ClockGateway answers every request")
+        return ANSWERS.pop(id(observation))
 
 
 @dataclass

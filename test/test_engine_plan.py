@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.errors import InvalidResponse
-from sequence_ai_core.plan import ChunkPlan
+from sequence_ai_core.plan import ChunkPlan, prepare
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.sim import Fault, GatewaySimulator, SimModel
 from sequence_ai_core.types import ActionChunk, FloatArray, Observation, Prediction, Proprioception
@@ -306,7 +306,8 @@ def test_played_steps_never_go_back_and_delta_never_skips(space: str, gaps: list
     steps = np.arange(20 * 3, dtype=np.float64).reshape(20, 3)
     prediction = Prediction(id="p", model="m", action_chunk=_chunk(steps, space=space))
     plan = ChunkPlan()
-    assert plan.add(prediction, seq=1, observed_at=0.0, period_s=0.05, now=0.0, holding=True)
+    arrival = prepare(prediction)
+    assert plan.add(arrival, seq=1, observed_at=0.0, period_s=0.05, now=0.0, holding=True)
     now, played = 0.0, []
     for gap in gaps:
         step = plan.take(now)
