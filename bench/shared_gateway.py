@@ -15,12 +15,14 @@ share a GIL). Settings:
 
 Every robot runs for the same wall time and is stopped by its validator (the one way both
 clients' ``run()`` stop early and still return their outcome). Duty = time a command covered
-/ time since the robot's first command. Wasted = requests whose chunk never played a step.
+(a period each, from the times ``act`` was called: the same measure for both clients) / time
+since the robot's first command. Wasted = requests whose chunk never played a step.
 """
 
 from __future__ import annotations
 
 import base64
+import math
 import multiprocessing
 import threading
 import time
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from bench._common import BENCH_KEY, machine_note, mean, ratio, table
+from bench._common import BENCH_KEY, machine_note, ratio, table
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.policy import connect
 from sequence_ai_core.runner import drive
@@ -74,9 +76,32 @@ def serve(conn: Connection, workers: int, seed: int) -> None:
         conn.send(sim.stats())
 
 
-def ours(setting: str, url: str, seconds: float) -> tuple[float, int, int, int, float, float]:
+Result = tuple[float, int, int, int, float, float]
+
+
+def duty_of(stamps: list[float]) -> float:
+    """Time a command covered (one period each) over the time since the first command: the
+    same measure for both clients, from when ``act`` was called."""
+    if len(stamps) < 2:
+        return float("nan")
+    period = 1 / MODEL.control_hz
+    covered = np.minimum(np.diff(np.asarray(stamps)), period).sum() + period
+    return float(covered / (stamps[-1] - stamps[0] + period))
+
+
+class TimedArm(SimulatedArm):
+    def __init__(self) -> None:
+        super().__init__(MODEL, cameras=False)
+        self.stamps: list[float] = []
+
+    def act(self, action: FloatArray) -> None:
+        self.stamps.append(time.monotonic())
+        super().act(action)
+
+
+def ours(setting: str, url: str, seconds: float) -> Result:
     """(duty, requests, wasted, backoffs, motion s, refill p95) of one robot on this client."""
-    arm = SimulatedArm(MODEL, cameras=False)
+    arm = TimedArm()
     deadline = time.monotonic() + seconds
 
     def in_time(action: FloatArray) -> bool:
@@ -102,7 +127,7 @@ def ours(setting: str, url: str, seconds: float) -> tuple[float, int, int, int, 
                 )  # fmt: skip
     motion = outcome.actions / MODEL.control_hz
     return (
-        outcome.duty_cycle,
+        duty_of(arm.stamps),
         outcome.requests,
         outcome.wasted_requests,
         outcome.backoffs,
@@ -111,11 +136,11 @@ def ours(setting: str, url: str, seconds: float) -> tuple[float, int, int, int, 
     )
 
 
-def released(url: str, seconds: float) -> tuple[float, int, int, int, float, float]:
+def released(url: str, seconds: float) -> Result:
     """The same for the released 0.1.0 client (its observation types, base64 images)."""
     import sequence_ai  # the `bench` extra installs sequence-ai==0.1.0
 
-    arm = SimulatedArm(MODEL, cameras=False)
+    arm = TimedArm()
     deadline = time.monotonic() + seconds
 
     def observe() -> Any:
@@ -140,10 +165,7 @@ def released(url: str, seconds: float) -> tuple[float, int, int, int, float, flo
         out = policy.run(
             observe, act, max_actions=10**6, validate=lambda a: time.monotonic() < deadline
         )
-    period = 1 / MODEL.control_hz
-    covered = out.actions * period
-    duty = covered / (covered + out.underrun_s) if covered > 0 else float("nan")
-    return duty, out.chunks, 0, 0, covered, float("nan")
+    return duty_of(arm.stamps), out.chunks, 0, 0, out.actions / MODEL.control_hz, float("nan")
 
 
 def _omit_nulls(policy: Any) -> None:
@@ -174,10 +196,7 @@ def one_fleet(
 
     def robot() -> None:
         try:
-            if setting == "v010":
-                result = released(url, seconds)
-            else:
-                result = ours(setting, url, seconds)
+            result = released(url, seconds) if setting == "v010" else ours(setting, url, seconds)
         except BaseException as exc:  # reported in the table, not swallowed
             with lock:
                 fleet.errors.append(repr(exc))
@@ -228,7 +247,7 @@ def pct(value: float) -> str:
 def render(cells: dict[tuple[int, int], dict[str, Fleet]], seconds: float) -> str:
     duty_rows, load_rows = [], []
     for (robots, workers), fleets in cells.items():
-        d = {k: mean(f.duty) for k, f in fleets.items()}
+        d = {k: float(np.nanmean(f.duty)) if f.duty else math.nan for k, f in fleets.items()}
         default = fleets["default"]
         duty_rows.append(
             [f"{robots} / {workers}"]
@@ -248,8 +267,8 @@ def render(cells: dict[tuple[int, int], dict[str, Fleet]], seconds: float) -> st
                 for k in ("default", "fresh")
             ]
             + [f"{fleets[k].max_queued}" for k in SETTINGS]
-            + [f"{max(fleets[k].latency_p95, default=float('nan')):.2f}"
-               for k in ("default", "round_trip", "fresh")]  # fmt: skip
+            + [f"{max(fleets[k].latency_p95, default=math.nan):.2f}"
+               for k in ("default", "round_trip", "fresh")]
         )
     names = list(SETTINGS.values())
     duty_table = table(

@@ -20,7 +20,8 @@ A ``busy`` answer (HTTP 429, code ``busy``, reason ``gpu_busy`` / ``queue_timeou
 queueing too and cuts the limit to one at once.
 
 A refill counts as queued when the median of the last three estimates exceeds a quarter of
-the unloaded refill time and two control periods (refill latency is measured in whole
+the model's own time (the median ``inference_ms``; else the unloaded refill time) and two
+control periods (refill latency is measured in whole
 ticks, so a period of noise is normal). The median keeps one slow answer (a lognormal tail)
 from halving throughput; three refills keep the reaction within about one chunk.
 """
@@ -84,6 +85,7 @@ class LoadMonitor:
         self.queue_s = 0.0
         self._estimates: deque[float] = deque(maxlen=QUEUE_WINDOW)
         self._recent: deque[float] = deque(maxlen=QUEUE_WINDOW)
+        self._inference: deque[float] = deque(maxlen=5 * QUEUE_WINDOW)
         self._floor_overhead = math.inf  # lowest latency minus model time seen
         self._unloaded = math.inf  # lowest median of QUEUE_WINDOW refills (model time incl.)
         self._calm = 0
@@ -112,7 +114,11 @@ class LoadMonitor:
             estimate = max(estimate, latency_s - self._unloaded)
         self._estimates.append(estimate)
         self.queue_s = sorted(self._estimates)[len(self._estimates) // 2]
-        base = self._unloaded if math.isfinite(self._unloaded) else latency_s
+        if inference is not None:  # the model's own time: queueing cannot inflate it
+            self._inference.append(inference)
+            base = sorted(self._inference)[len(self._inference) // 2]
+        else:
+            base = self._unloaded if math.isfinite(self._unloaded) else latency_s
         threshold = max(QUEUE_FRACTION * base, 2.0 * period_s)
         if self.queue_s > threshold:
             self.queued_refills += 1
