@@ -178,6 +178,10 @@ class PlaybackEngine:
         return len(self._requests)
 
     @property
+    def requests_started(self) -> int:
+        return self._requests_started
+
+    @property
     def in_flight_limit(self) -> int:
         """Requests allowed outstanding now: ``max_in_flight``, or one while backing off."""
         return self._load.limit

@@ -250,8 +250,6 @@ class ChunkPlan:
         for position, planned in enumerate(chunks):
             if planned.anchor <= now + DUE_TOLERANCE * planned.period_s:
                 owner = position
-            else:
-                break  # sorted by observation time, so anchors only grow
         if owner is None:
             return None
         if owner:
