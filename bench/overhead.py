@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, us
+from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, simulator_process, us
 from bench._common import table as markdown_table
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.frames import RawFrame
 from sequence_ai_core.images import encode_image
 from sequence_ai_core.policy import connect
 from sequence_ai_core.runner import drive
-from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimModel, SimulatedArm
+from sequence_ai_core.sim import CATALOGUE, SimModel, SimulatedArm
 from sequence_ai_core.sim.catalogue import reference_chunk
 from sequence_ai_core.sim.responses import act_body
 from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Prediction
@@ -160,9 +160,9 @@ def run_loop_overhead(actions: int, hz: float) -> dict[str, dict[str, float]]:
     catalogue lookup) at ``hz`` against a hand-written sleep-to-deadline loop over an array."""
     obs = _observation()
     out: dict[str, dict[str, float]] = {}
-    with GatewaySimulator(api_key=BENCH_KEY, latency_s=0.02) as sim:
+    with simulator_process(latency_s=0.02) as url:
         stamps: list[float] = []
-        with connect(MODEL.short_id, api_key=BENCH_KEY, base_url=sim.url, control_hz=hz) as p:
+        with connect(MODEL.short_id, api_key=BENCH_KEY, base_url=url, control_hz=hz) as p:
             covers = p.describe().covers_seconds
             config = EngineConfig(control_hz=hz, expected_covers_s=covers)
             with PlaybackEngine(p, config) as engine:
@@ -228,11 +228,11 @@ def camera_observer(encode_on_worker: bool) -> Callable[[], Observation]:
 
 
 def control_thread_cost(actions: int) -> dict[str, TimedPlayer]:
-    """Caller's-thread time of every tick of run()'s loop at 50 Hz with two cameras."""
+    """Caller's-thread time of every tick of run()'s loop at 50 Hz with two cameras, the
+    simulator in its own process."""
     out = {}
-    with GatewaySimulator(api_key=BENCH_KEY, latency_s=0.3) as sim:
+    with simulator_process(latency_s=0.3) as url:
         for name, on_worker in (("in observe", False), ("RawFrame (worker)", True)):
-            url = sim.url
             with connect(MODEL.short_id, api_key=BENCH_KEY, base_url=url, control_hz=LOOP_HZ) as p:
                 config = EngineConfig(control_hz=LOOP_HZ, expected_covers_s=0.5)
                 with PlaybackEngine(p, config) as engine:
