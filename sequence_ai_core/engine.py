@@ -10,24 +10,15 @@ plays the step due now, so late or missed ticks never shift it. The anchor is th
 observation time plus the run's lag; steps that passed while a request was in flight are
 skipped and counted for absolute and velocity spaces, never for delta spaces.
 
-The lag. A chunk observed at ``t_o`` arrives at ``t_o + L`` and is playable until
-``t_o + lag + covers``. By default (``freshness="round_trip"``) the lag is the expected
-refill time, so a request started one lead (the same expected time plus a period) before
-the plan ends lands in time and requests are ``covers - period`` apart: the request floor,
-about 1.07 per chunk of motion, whatever ``max_in_flight`` allows. ``freshness="fresh"``
-aims at ``max(0, L + L/M - covers)`` plus a period, the smallest lag ``max_in_flight`` (M)
-requests sustain: plans up to L fresher, for one request per ``covers + lag - L`` of
-motion (1.7-2.7x the floor at a 0.79 s refill; the README's frontier has the figures).
-The lag moves toward its target in at most ``plan.LAG_CONVERGE_CHUNKS`` chunks.
-
-The expected refill time is the 99th percentile of the last 50 measured refills plus a
-quarter of its distance from the median (latency is right-skewed: with a lognormal p99 of
-2x the median, a p95 lead stalled 3-5 % of chunk boundaries, this one under 1 %), at least
-the lag. Until five refills were measured the slowest stands in for it; before the first,
-one request is outstanding (or, given the catalogue's chunk length, requests staggered
-0.9 chunk apart). Requests run on worker threads, each started at its own tick with its
-own observation; the body (image encoding included) is built on the worker. While the
-gateway queues, at most one is outstanding (``load.LoadMonitor``).
+Refills (``timing``): the next request starts when the plan, including what the requests
+in flight will cover, ends sooner than one lead from now (a high quantile of measured
+refill times plus a period). By default the lag is that refill time, which keeps requests
+at about one per chunk of motion; ``freshness="fresh"`` plays fresher plans for more
+requests. The lag moves toward its target in at most ``plan.LAG_CONVERGE_CHUNKS`` chunks.
+Before the first refill lands, one request is outstanding (or, given the catalogue's chunk
+length, two staggered 0.9 chunk apart). Requests run on worker threads, each started at its
+own tick with its own observation; the body (images included) is built and the answer
+copied and checked there. While the gateway queues, at most one is outstanding (``load``).
 
 ``next_action()`` (on ``Policy``) stays the simple, synchronous loop: it fetches when its
 buffer is empty and stops the arm meanwhile. Use ``run()`` or this engine to keep moving.
@@ -45,26 +36,20 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, PolicyLike, Tick
-from .errors import InvalidRequest, InvalidResponse, SequencesError, Unavailable
-from .load import LoadMonitor, is_busy
+from .errors import InvalidRequest, InvalidResponse, SequencesError
+from .load import LoadMonitor
 from .outcome import RunOutcome
 from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared, checked_period, prepare
-from .stats import PlaybackStats, SampleWindow
+from .retries import RetryPolicy
+from .stats import PlaybackStats
+from .timing import RefillTiming
 from .types import ActionChunk, Observation, Prediction
 
-LEAD_QUANTILE = 0.99
-#: Added to the quantile, as a fraction of its distance from the median: 50 samples
-#: estimate a p99 loosely, and a lead just at it stalls about 1 boundary in 100.
-SPREAD_MARGIN = 0.25
-LATENCY_WINDOW = 50
-MIN_LATENCY_SAMPLES = 5
 #: Startup refills (before anything was measured) start this many chunk lengths apart,
 #: at most this many at once: two carry a 0.50 s chunk over a 0.79 s refill; a third only
 #: queued behind the others on a saturated gateway (16 robots on 2 slots: 48 requests).
 STARTUP_SPACING = 0.9
 STARTUP_IN_FLIGHT = 2
-#: Wait before retrying a warming worker that gave no Retry-After.
-DEFAULT_WARMING_RETRY_S = 1.0
 
 
 @dataclass
@@ -108,16 +93,14 @@ class PlaybackEngine:
         self._requests: list[_Request] = []
         self._plan = ChunkPlan(self.config.smooth_seam)
         self._stats = PlaybackStats()
-        self._lead_latency = SampleWindow(LATENCY_WINDOW)
+        self._timing = RefillTiming(self.config.freshness, self.config.max_in_flight)
         self._load = LoadMonitor(self.config.max_in_flight, enabled=self.config.backoff)
         self._covers_s = 0.0
         self._seq = 0
         self._requests_started = 0
-        self._retries = 0
         self._discarded = 0
         self._first_tick_at: float | None = None
-        self._not_before = -math.inf
-        self._warming = False  # a cold worker answered before the first action
+        self._retry = RetryPolicy(self.config.startup_timeout_s, self._load)
         self._last_start_at = -math.inf
         self._error: SequencesError | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -192,17 +175,7 @@ class PlaybackEngine:
 
     def lead_s(self) -> float:
         """How far ahead of the plan's end the next refill starts; inf before any refill."""
-        if len(self._lead_latency) == 0:
-            return math.inf
-        return max(self._expected_latency(), self._plan.lag_s) + (self.period_s or 0.0)
-
-    def _expected_latency(self) -> float:
-        """High quantile of recent refills plus a margin; the slowest while there are few."""
-        window = self._lead_latency
-        if len(window) < MIN_LATENCY_SAMPLES:
-            return window.max()
-        high = window.quantile(LEAD_QUANTILE)
-        return high + SPREAD_MARGIN * max(0.0, high - window.quantile(0.5))
+        return self._timing.lead_s(self._plan.lag_s, self.period_s or 0.0)
 
     def wait_any(self, timeout_s: float) -> bool:
         """Block until a request in flight completes or ``timeout_s`` passes (for drivers
@@ -223,7 +196,7 @@ class PlaybackEngine:
         """Live numbers for diagnostics."""
         return {
             "state": self._state(),
-            "warming": int(self._warming and self._stats.first_action_at is None),
+            "warming": int(self._retry.warming and self._stats.first_action_at is None),
             "action_space": self.action_space or "",
             **self._stats.live(),
             **self._load.live(),
@@ -231,7 +204,7 @@ class PlaybackEngine:
             "wasted_requests": self._discarded + self._plan.superseded,
             "in_flight": len(self._requests),
             "requests": self._requests_started,
-            "retries": self._retries,
+            "retries": self._retry.retries,
             "lead_s": self.lead_s(),
             "lag_s": self._plan.lag_s,
         }
@@ -243,7 +216,7 @@ class PlaybackEngine:
             stopped_early=stopped_early,
             elapsed_s=0.0 if start is None else max(0.0, self._clock() - start),
             action_space=self.action_space,
-            retries=self._retries,
+            retries=self._retry.retries,
             requests=self._requests_started,
             error=self._error,
         )
@@ -312,7 +285,7 @@ class PlaybackEngine:
         chunk = prediction.action_chunk
         period = self._check_chunk(chunk)
         latency = now - request.observed_at
-        self._lead_latency.add(latency)
+        self._timing.add(latency)
         self._stats.latency.add(latency)
         self._load.refill(latency, prediction.perf, period)
         self._covers_s = len(chunk) * period
@@ -336,17 +309,7 @@ class PlaybackEngine:
         return True
 
     def _lag_target(self, period: float) -> float:
-        """The smallest lag the refills sustain. A chunk observed at t_o arrives at t_o + L
-        and is playable until t_o + lag + covers: a window W = covers + lag - L. Requests
-        start one lead (L + period) before the plan ends, so they are W - period apart and
-        about L / (W - period) are in flight; at most ``max_in_flight`` (M) can be, hence
-        lag >= L + L/M - covers + period. Delta spaces skip nothing, so a smaller lag only
-        costs requests there: they keep the round trip, the default for every space."""
-        latency = self._expected_latency()
-        if self.config.freshness == "round_trip" or self.action_space not in SKIPPING_SPACES:
-            return latency
-        spacing = latency / self.config.max_in_flight
-        return max(0.0, latency + spacing - self._covers_s) + period
+        return self._timing.lag_target(period, self._covers_s, self.action_space)
 
     def _check_chunk(self, chunk: ActionChunk) -> float:
         period = checked_period(chunk, self.config.control_hz)
@@ -364,28 +327,11 @@ class PlaybackEngine:
         return period
 
     def _on_failure(self, exc: SequencesError, now: float) -> None:
-        if not isinstance(exc, Unavailable):
-            raise exc
         started = self._stats.first_action_at is not None
-        if exc.warming:
-            if started:
-                raise exc  # a worker went cold under a running episode: stop and hold
-            first = now if self._first_tick_at is None else self._first_tick_at
-            remaining = first + self.config.startup_timeout_s - now
-            if remaining <= 0:
-                raise exc
-            wait = exc.retry_after_s if exc.retry_after_s is not None else DEFAULT_WARMING_RETRY_S
-            self._warming = True
-            self._not_before = max(self._not_before, now + min(wait, remaining))
-            self._retries += 1
-            return
-        if is_busy(exc):
-            self._load.busy()
-        wait = exc.retry_after_s or 0.0
-        if not started or self._plan.end(now) <= now + wait:
-            raise exc  # the plan no longer covers a retry
-        self._not_before = max(self._not_before, now + wait)
-        self._retries += 1
+        plan_end = self._plan.end(now)
+        self._retry.on_failure(
+            exc, now, started=started, first_tick_at=self._first_tick_at, plan_end=plan_end
+        )
 
     # ------------------------------------------------------------------ playing
 
@@ -423,7 +369,7 @@ class PlaybackEngine:
     def _maybe_request(
         self, now: float, observe: Callable[[], Observation | None], *, playing: bool
     ) -> None:
-        if now < self._not_before or not self._wants_request(now, playing):
+        if now < self._retry.not_before or not self._wants_request(now, playing):
             return
         observation = observe()
         if observation is None:
