@@ -262,6 +262,8 @@ class ChunkPlan:
     def take(self, now: float) -> PlannedStep | None:
         """Consume the step due at ``now``; None when nothing is planned for now."""
         due = self.due(now)
+        if due is None and self._start_waiting(now):
+            due = self.due(now)
         if due is None:
             return None
         planned, index = due
@@ -316,6 +318,25 @@ class ChunkPlan:
         action = raw.copy()
         self._last_sent = action
         return PlannedStep(planned, index, raw, action, False, 0, late)
+
+    def _start_waiting(self, now: float) -> bool:
+        """The plan ran out while a chunk waits for its slot: start it now, from its first
+        step, and let the lag shrink to its round trip. The arm holds meanwhile, so that
+        step is still the right next command; waiting would stop the arm with a chunk in
+        hand (on a queueing gateway, where the lag follows a long tail: 0.4-0.6 s per
+        chunk). Never happens while chunks arrive in time."""
+        waiting = [p for p in self._chunks if p.first_index is None and p.anchor > now]
+        if not waiting:  # (``due`` found nothing: whatever started has run out)
+            return False
+        first = waiting[0]
+        self._origin = now
+        self._set_lag(
+            max(0.0, round((now - first.observed_at) / first.period_s)) * first.period_s,
+            first.period_s,
+        )
+        self._lag_step = 0.0
+        first.anchor = now
+        return True
 
     def _smooths(self, planned: PlannedChunk) -> bool:
         """Ramp out of the last sent action: absolute spaces only, never the first chunk."""

@@ -125,7 +125,7 @@ def test_on_a_saturated_gateway_the_default_moves_as_much_as_one_in_flight(
     assert default >= single - 0.01
     assert wasted <= 0.05
     if robots > workers:  # saturated: pipelining without backoff only adds load
-        assert default >= eager
+        assert default >= eager - 0.005
 
 
 def test_load_signals() -> None:
