@@ -26,6 +26,10 @@ LEAD_QUANTILE = 0.99
 #: Added to the quantile, as a fraction of its distance from the median: 50 samples
 #: estimate a p99 loosely, and a lead just at it stalls about 1 boundary in 100.
 SPREAD_MARGIN = 0.25
+#: ... and this fraction while fewer than SETTLED_SAMPLES were measured (the quantile of a
+#: dozen samples is about their maximum, which the next one exceeds 1 time in 13).
+EARLY_MARGIN = 1.0
+SETTLED_SAMPLES = 20
 LATENCY_WINDOW = 50
 MIN_LATENCY_SAMPLES = 5
 
@@ -51,7 +55,9 @@ class RefillTiming:
         if len(window) < MIN_LATENCY_SAMPLES:
             return window.max()
         high = window.quantile(LEAD_QUANTILE)
-        return high + SPREAD_MARGIN * max(0.0, high - window.quantile(0.5))
+        # a few samples say little about the tail: a wider margin until there are more
+        margin = SPREAD_MARGIN if len(window) >= SETTLED_SAMPLES else EARLY_MARGIN
+        return high + margin * max(0.0, high - window.quantile(0.5))
 
     def lead_s(self, lag_s: float, period_s: float) -> float:
         """How far ahead of the plan's end the next refill starts; inf before any refill."""
