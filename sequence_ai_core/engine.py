@@ -42,14 +42,8 @@ from .outcome import RunOutcome
 from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared, checked_period, prepare
 from .retries import RetryPolicy
 from .stats import PlaybackStats
-from .timing import RefillTiming
+from .timing import RefillTiming, startup_refill_due
 from .types import ActionChunk, Observation, Prediction
-
-#: Startup refills (before anything was measured) start this many chunk lengths apart,
-#: at most this many at once: two carry a 0.50 s chunk over a 0.79 s refill; a third only
-#: queued behind the others on a saturated gateway (16 robots on 2 slots: 48 requests).
-STARTUP_SPACING = 0.9
-STARTUP_IN_FLIGHT = 2
 
 
 @dataclass
@@ -220,15 +214,8 @@ class PlaybackEngine:
             requests=self._requests_started,
             error=self._error,
         )
-        load = self._load
-        return replace(
-            outcome,
-            wasted_requests=self._discarded + self._plan.superseded,
-            backoffs=load.backoffs,
-            busy_answers=load.busy_answers,
-            queued_refills=load.queued_refills,
-            unloaded_latency_s=load.unloaded_s,
-        )
+        wasted = self._discarded + self._plan.superseded
+        return self._load.report(replace(outcome, wasted_requests=wasted))
 
     def close(self, *, wait: bool = True) -> None:
         """Idempotent. Drops queued requests and stops the workers. An HTTP exchange already
@@ -422,13 +409,10 @@ class PlaybackEngine:
         return projected, self.lead_s()
 
     def _startup_stagger_due(self, now: float, in_flight: int) -> bool:
-        """Before the first chunk nothing is measured; only the catalogue's chunk length says
-        how far apart refills may start and still join up (10 % margin for latency spread)."""
-        covers = self.config.expected_covers_s
-        limit = min(self._load.limit, STARTUP_IN_FLIGHT)
-        if not self.config.prefetch or covers is None or in_flight >= limit:
+        if not self.config.prefetch:
             return False
-        return now - self._last_start_at >= STARTUP_SPACING * covers
+        limit, covers = self._load.limit, self.config.expected_covers_s
+        return startup_refill_due(now - self._last_start_at, in_flight, limit, covers)
 
     def _state(self) -> str:
         if self._closed:

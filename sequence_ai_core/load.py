@@ -31,9 +31,11 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from .errors import Unavailable
+from .outcome import RunOutcome
 
 #: Refills the queueing estimate takes the median of.
 QUEUE_WINDOW = 3
@@ -142,6 +144,16 @@ class LoadMonitor:
         if self._calm >= RECOVER_AFTER and self.limit < self.max_in_flight:
             self.limit += 1
             self._calm = 0
+
+    def report(self, outcome: RunOutcome) -> RunOutcome:
+        """``outcome`` with the fields this monitor fills."""
+        return replace(
+            outcome,
+            backoffs=self.backoffs,
+            busy_answers=self.busy_answers,
+            queued_refills=self.queued_refills,
+            unloaded_latency_s=self.unloaded_s,
+        )
 
     def live(self) -> dict[str, float | int]:
         return {

@@ -32,6 +32,21 @@ EARLY_MARGIN = 1.0
 SETTLED_SAMPLES = 20
 LATENCY_WINDOW = 50
 MIN_LATENCY_SAMPLES = 5
+#: Startup refills (before anything was measured) start this many chunk lengths apart,
+#: at most this many at once: two carry a 0.50 s chunk over a 0.79 s refill; a third only
+#: queued behind the others on a saturated gateway (16 robots on 2 slots: 48 requests).
+STARTUP_SPACING = 0.9
+STARTUP_IN_FLIGHT = 2
+
+
+def startup_refill_due(
+    since_last_s: float, in_flight: int, limit: int, covers_s: float | None
+) -> bool:
+    """Before the first chunk nothing is measured; only the catalogue's chunk length says
+    how far apart refills may start and still join up (10 % margin for latency spread)."""
+    if covers_s is None or in_flight >= min(limit, STARTUP_IN_FLIGHT):
+        return False
+    return since_last_s >= STARTUP_SPACING * covers_s
 
 
 class RefillTiming:
