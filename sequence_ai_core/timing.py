@@ -64,21 +64,24 @@ class RefillTiming:
     def measured(self) -> bool:
         return len(self._latency) > 0
 
-    def expected_latency(self) -> float:
-        """High quantile of recent refills plus a margin; the slowest while there are few."""
+    def expected_latency(self, period_s: float) -> float:
+        """High quantile of recent refills plus a margin; the slowest while there are few.
+        Refills are measured in whole ticks, so a spread of one period is no jitter: the
+        margin counts only what lies beyond it (else a fixed latency would move the lag
+        by a period, and the plan by a step at a seam, as the window fills)."""
         window = self._latency
         if len(window) < MIN_LATENCY_SAMPLES:
             return window.max()
         high = window.quantile(LEAD_QUANTILE)
         # a few samples say little about the tail: a wider margin until there are more
         margin = SPREAD_MARGIN if len(window) >= SETTLED_SAMPLES else EARLY_MARGIN
-        return high + margin * max(0.0, high - window.quantile(0.5))
+        return high + margin * max(0.0, high - window.quantile(0.5) - period_s)
 
     def lead_s(self, lag_s: float, period_s: float) -> float:
         """How far ahead of the plan's end the next refill starts; inf before any refill."""
         if not self.measured:
             return math.inf
-        return max(self.expected_latency(), lag_s) + period_s
+        return max(self.expected_latency(period_s), lag_s) + period_s
 
     def lag_target(self, period_s: float, covers_s: float, action_space: str | None) -> float:
         """The lag to move toward. A chunk observed at t_o arrives at t_o + L and is playable
@@ -87,7 +90,7 @@ class RefillTiming:
         L / (W - period) are in flight; at most ``max_in_flight`` (M) can be, hence the
         smallest lag is L + L/M - covers + period. Delta spaces skip nothing, so a smaller
         lag only costs requests there: they keep the round trip, the default everywhere."""
-        latency = self.expected_latency()
+        latency = self.expected_latency(period_s)
         if self.freshness == "round_trip" or action_space not in SKIPPING_SPACES:
             return latency
         spacing = latency / self.max_in_flight

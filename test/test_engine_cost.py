@@ -150,3 +150,17 @@ def test_load_monitor_without_server_timing_uses_the_unloaded_round_trip() -> No
     for _ in range(1 + 2 * 4):  # the median forgets the queue, then one more per 4 calm
         monitor.refill(0.8, {}, 1 / 15)
     assert monitor.limit == 3 and not math.isnan(monitor.queue_s)
+
+
+def test_a_tick_of_latency_spread_does_not_move_the_plan_at_a_seam() -> None:
+    """Refills measured in whole ticks vary by a period at a fixed latency: no lag shrink,
+    so every seam stays one in-chunk step."""
+    hz = 30.0
+    gateway = ClockGateway(Clock(), service=lambda n: LATENCY_S + (1 / hz if n % 3 else 0.0))
+    one = robot(gateway, hz, 15, "joint_absolute")
+    with one.engine:
+        run_for(gateway, [one], 60.0)
+    outcome = one.outcome()
+    assert outcome.underruns == 0
+    assert outcome.max_seam_jump <= 1 / hz + 1e-9
+    assert outcome.requests / (outcome.actions / 15) <= 1.1
