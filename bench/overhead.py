@@ -203,7 +203,7 @@ def _loop_stats(stamps: list[float], cpu: float, hz: float, *, underruns: int) -
     }
 
 
-def camera_observer(encode_on_worker: bool) -> Callable[[], Observation]:
+def camera_observer(encode_on_worker: bool, copy: bool = True) -> Callable[[], Observation]:
     """``observe`` for a robot with two 640x480 cameras: frames encoded right there (224x224
     JPEG, on the caller's thread), or handed over as ``RawFrame`` for the worker."""
     arm = SimulatedArm(MODEL, cameras=False)
@@ -215,7 +215,8 @@ def camera_observer(encode_on_worker: bool) -> Callable[[], Observation]:
         base = arm.observe(instruction="bench")
         if encode_on_worker:
             images: tuple[ImageFrame, ...] = tuple(
-                RawFrame(view, picture) for view, picture in zip(views, pictures, strict=False)
+                RawFrame(view, picture, copy=copy)
+                for view, picture in zip(views, pictures, strict=False)
             )
         else:
             images = tuple(
@@ -232,14 +233,18 @@ def control_thread_cost(actions: int) -> dict[str, TimedPlayer]:
     simulator in its own process."""
     out = {}
     with simulator_process(latency_s=0.3) as url:
-        for name, on_worker in (("in observe", False), ("RawFrame (worker)", True)):
+        for name, on_worker, copy in (
+            ("in observe", False, True),
+            ("RawFrame (worker)", True, True),
+            ("RawFrame, copy=False", True, False),
+        ):
             with connect(MODEL.short_id, api_key=BENCH_KEY, base_url=url, control_hz=LOOP_HZ) as p:
                 config = EngineConfig(control_hz=LOOP_HZ, expected_covers_s=0.5)
                 with PlaybackEngine(p, config) as engine:
                     player = TimedPlayer(engine)
                     drive(
                         player,
-                        camera_observer(on_worker),
+                        camera_observer(on_worker, copy),
                         lambda action: None,
                         max_actions=actions,
                         validate=lambda action: True,

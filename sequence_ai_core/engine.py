@@ -118,7 +118,7 @@ class PlaybackEngine:
         if self._error is not None:
             raise self._error
         if now < self._steady_until and not self._arrived:
-            return self._record(now, self._plan.continue_at(now))
+            return self._steady(now)
         if self._first_tick_at is None:
             self._first_tick_at = now
         try:
@@ -332,6 +332,16 @@ class PlaybackEngine:
                 self._on_underrun(gap)
             return Tick(None, "underrun", 0, -1, False, math.nan)
         return self._record(now, step)
+
+    def _steady(self, now: float) -> Tick:
+        """The common tick: the chunk playing, by time index (its size and finiteness were
+        checked when it arrived, and its rows are read-only)."""
+        step = self._plan.continue_at(now)
+        planned = step.planned
+        staleness = now - planned.observed_at
+        self._stats.skipped_late += step.skipped_late
+        self._stats.steady_action(now, step.raw, staleness)
+        return Tick(step.action, "action", planned.seq, step.index, False, staleness)
 
     def _record(self, now: float, step: PlannedStep) -> Tick:
         planned = step.planned
