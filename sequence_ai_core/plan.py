@@ -170,6 +170,9 @@ class ChunkPlan:
         because requests in flight were timed for that timeline, unless ``restart`` (nothing
         else in flight: a fresh start, as in the closed loop).
         """
+        playing = self.playing()
+        if playing is not None and observed_at < playing.observed_at:
+            return None  # older than what already played (answers can overtake each other)
         anchor = self._on_grid(observed_at + self.lag_s, period_s)
         if holding and (restart or anchor <= now + DUE_TOLERANCE * period_s):
             self._origin = now
@@ -177,10 +180,6 @@ class ChunkPlan:
             self._set_lag(latency_lag if restart else max(self.lag_s, latency_lag), period_s)
             self._lag_step = 0.0
             anchor = now
-        elif not holding:
-            playing = self.playing()
-            if playing is not None and observed_at < playing.observed_at:
-                return None
         planned = PlannedChunk(
             prepared.prediction, seq, observed_at, anchor, period_s, prepared.rows
         )
