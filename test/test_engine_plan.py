@@ -121,7 +121,9 @@ def pipelined_pair(sim: GatewaySimulator, engine: PlaybackEngine, slow_s: float)
     sim.inject(Fault.timeout(slow_s))
     tick(engine, 0.2)  # staggered startup refill (expected_covers_s=0.2)
     assert engine.in_flight == 2
-    assert engine.wait_any(HANG_GUARD_S)
+    # unslowed, the second may overtake the first on the workers' threads: wait for both,
+    # so that the first lands first (they are collected in the order they started)
+    assert engine.wait_idle(HANG_GUARD_S) if slow_s == 0 else engine.wait_any(HANG_GUARD_S)
     first = tick(engine, 0.4)
     assert (first.step_index, first.new_chunk) == (0, True)
 
