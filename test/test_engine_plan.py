@@ -113,7 +113,9 @@ def test_waiting_ticks_before_the_first_action_are_not_underruns(sim: GatewaySim
         assert engine.in_flight == 1  # one request at a time until something is measured
 
 
-def pipelined_pair(sim: GatewaySimulator, engine: PlaybackEngine, slow_s: float) -> None:
+def pipelined_pair(
+    sim: GatewaySimulator, engine: PlaybackEngine, slow_s: float, *, wait_both: bool = False
+) -> None:
     """Two startup requests (t=0 and t=0.2), the second made ``slow_s`` slower in real time;
     the first lands at t=0.4 (lag 0.4), so the second is anchored at 0.2 + 0.4 = 0.6."""
     tick(engine, 0.0)
@@ -121,9 +123,9 @@ def pipelined_pair(sim: GatewaySimulator, engine: PlaybackEngine, slow_s: float)
     sim.inject(Fault.timeout(slow_s))
     tick(engine, 0.2)  # staggered startup refill (expected_covers_s=0.2)
     assert engine.in_flight == 2
-    # unslowed, the second may overtake the first on the workers' threads: wait for both,
-    # so that the first lands first (they are collected in the order they started)
-    assert engine.wait_idle(HANG_GUARD_S) if slow_s == 0 else engine.wait_any(HANG_GUARD_S)
+    # ``wait_both``: the second may overtake the first on the workers' threads; waiting for
+    # both makes the first land first (they are collected in the order they started)
+    assert engine.wait_idle(HANG_GUARD_S) if wait_both else engine.wait_any(HANG_GUARD_S)
     first = tick(engine, 0.4)
     assert (first.step_index, first.new_chunk) == (0, True)
 
@@ -227,7 +229,7 @@ def test_smoothing_never_touches_velocity_or_delta_spaces(
     server = delta_sim if model == "delta-arm" else sim
     config = EngineConfig(expected_covers_s=0.2, smooth_seam=4)
     with engine_on(server, model, config) as (engine, chunks):
-        pipelined_pair(server, engine, slow_s=0.0)
+        pipelined_pair(server, engine, slow_s=0.0, wait_both=True)
         assert engine.wait_idle(HANG_GUARD_S)
         ticks = [tick(engine, 0.4 + k / 15) for k in range(1, 8)]
     assert any(t.new_chunk for t in ticks)
