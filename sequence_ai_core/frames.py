@@ -22,7 +22,7 @@ import time
 import numpy as np
 import numpy.typing as npt
 
-from .images import encode_image
+from .images import encode_image, image_bytes
 from .types import ImageFrame
 
 
@@ -65,13 +65,14 @@ class RawFrame(ImageFrame):
         with self._lock:
             encoded = self._encoded
             if encoded is None:
-                encoded = encode_image(
+                frame = encode_image(
                     self._pixels,
                     view=self.view,
                     size=self._size,
                     quality=self._quality,
                     timestamp_ms=self.timestamp_ms,
-                ).data
+                )
+                encoded = image_bytes(frame.data)
                 object.__setattr__(self, "_encoded", encoded)
             return encoded
 

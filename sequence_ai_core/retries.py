@@ -10,10 +10,13 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
-from .errors import SequencesError, Unavailable
+from .errors import SequencesError, Unavailable, cold_start_advice
 from .load import LoadMonitor, is_busy
+
+log = logging.getLogger("sequence_ai_core.engine")
 
 #: Wait before retrying a warming worker that gave no Retry-After.
 DEFAULT_WARMING_RETRY_S = 1.0
@@ -42,8 +45,14 @@ class RetryPolicy:
             first = now if first_tick_at is None else first_tick_at
             remaining = first + self.startup_timeout_s - now
             if remaining <= 0:
-                raise exc
+                raise cold_start_advice(exc, self.startup_timeout_s) from exc
             wait = exc.retry_after_s if exc.retry_after_s is not None else DEFAULT_WARMING_RETRY_S
+            log.info(
+                "model warming up; retrying in %.0f s (%.0f s of startup_timeout_s=%g left)",
+                min(wait, remaining),
+                remaining,
+                self.startup_timeout_s,
+            )
             self.warming = True
             self._retry_at(now + min(wait, remaining))
             return
