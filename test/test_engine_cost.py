@@ -164,3 +164,20 @@ def test_a_tick_of_latency_spread_does_not_move_the_plan_at_a_seam() -> None:
     assert outcome.underruns == 0
     assert outcome.max_seam_jump <= 1 / hz + 1e-9
     assert outcome.requests / (outcome.actions / 15) <= 1.1
+
+
+@pytest.mark.parametrize(("hz", "steps"), [(15.0, 15), (30.0, 15)], ids=["1.00s", "0.50s"])
+def test_under_jitter_at_most_one_boundary_in_a_hundred_stalls(hz: float, steps: int) -> None:
+    """Lognormal refill with p99 = 2x the median, at the default's request rate."""
+    import numpy as np
+
+    draws = np.exp(0.3 * np.random.default_rng(2).standard_normal(10_000)) * LATENCY_S
+    gateway = ClockGateway(Clock(), service=lambda n: float(draws[n]))
+    one = robot(gateway, hz, steps, "joint_velocity")
+    with one.engine:
+        run_for(gateway, [one], 400.0)
+    outcome = one.outcome()
+    boundaries = outcome.chunks - 1
+    assert boundaries > 300
+    assert outcome.stalls <= 0.01 * boundaries
+    assert (outcome.chunks + outcome.wasted_requests) / (outcome.actions / steps) <= 1.2
