@@ -315,7 +315,8 @@ class PlaybackEngine:
 
     def _on_failure(self, exc: SequencesError, now: float) -> None:
         started = self._stats.first_action_at is not None
-        plan_end = self._plan.end(now)
+        # a chunk accepted earlier in this same harvest has not played yet, but it is a plan
+        plan_end = self._plan.end(now) if started or self._seq > 0 else now
         self._retry.on_failure(
             exc, now, started=started, first_tick_at=self._first_tick_at, plan_end=plan_end
         )

@@ -59,8 +59,8 @@ class RetryPolicy:
         if is_busy(exc):
             self.load.busy()
         wait = exc.retry_after_s or 0.0
-        if not started or plan_end <= now + wait:
-            raise exc  # the plan no longer covers a retry
+        if plan_end <= now + wait:
+            raise exc  # nothing planned yet, or the plan no longer covers a retry
         self._retry_at(now + wait)
 
     def _retry_at(self, when: float) -> None:
