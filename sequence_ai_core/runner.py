@@ -13,28 +13,47 @@ Which loop to use:
 Errors: a typed ``SequencesError`` ends the episode; hold is called and the returned
 ``RunOutcome`` has ``reason="raised:<Class>"`` and the error in ``.error`` (a controller
 usually wants the counts of the failed episode as much as the error). That includes an
-observation the client refuses to send (e.g. a NaN joint reading: ``InvalidRequest``). Any
-other exception, from ``observe``, ``act``, ``validate`` or a callback, is a bug in the
-caller's code: hold is called, then it propagates unchanged.
+observation the client refuses to send (e.g. a NaN joint reading, or one the model's
+catalogue entry cannot take: ``InvalidRequest``). Any other exception, from ``observe``,
+``act``, ``validate`` or a callback, is a bug in the caller's code: hold is called, then it
+propagates unchanged (and if ``hold`` itself raises, the original error still wins).
+
+Every end holds, on time (DESIGN §4). The first tick with nothing to play calls ``hold``
+(velocity spaces would otherwise keep executing the last command), so hold comes within one
+control period of the last planned step, and again after each recovery; a plan that stays
+empty for ``stall_timeout_s`` ends the run (``Stalled``, or ``ChunkExhausted`` when
+``observe()`` kept returning None) without a second hold. SIGTERM during ``run()`` on the
+main thread holds and then exits (status 143), as SIGINT does via ``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
+import signal
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
+import numpy as np
+
 from .engine import DEFAULT_MAX_IN_FLIGHT, EngineConfig, PlaybackEngine, PolicyLike, Tick
-from .errors import SequencesError
+from .errors import ChunkExhausted, SequencesError, Stalled
 from .outcome import RunOutcome
 from .types import FloatArray, Observation, Prediction
 
 #: Poll interval while waiting for the first chunk (the rate is not known yet).
 WAITING_POLL_S = 0.005
+#: How long ``run()``'s plan may stay empty (the arm held) before the run ends. A refill
+#: takes ~0.8 s on the real gateway; the closed loop (``prefetch=False``) waits that long on
+#: every chunk, so the bound leaves room for a refill twice as slow.
+DEFAULT_STALL_TIMEOUT_S = 2.0
+
+log = logging.getLogger(__name__)
 
 _warned_unvalidated = False
 _warn_lock = threading.Lock()
@@ -54,7 +73,13 @@ class Player(Protocol):
 
 
 class GuardedPolicy(PolicyLike, Protocol):
+    closed_event: threading.Event
+
     def _driving(self) -> Any: ...
+
+    def check_observation(self, observation: Observation) -> None: ...
+
+    def cancel_requests(self) -> int: ...
 
 
 def run_policy(
@@ -63,7 +88,7 @@ def run_policy(
     act: Callable[[FloatArray], None],
     *,
     max_actions: int,
-    validate: Callable[[FloatArray], bool] | None = None,
+    validate: Callable[[FloatArray], Any] | None = None,
     hold: Callable[[], None] | None = None,
     on_chunk: Callable[[Prediction], None] | None = None,
     on_underrun: Callable[[float], None] | None = None,
@@ -72,22 +97,29 @@ def run_policy(
     startup_timeout_s: float = 0.0,
     smooth_seam: int = 0,
     freshness: str = "fresh",
-    **options: Any,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+    options: Mapping[str, Any] | None = None,
 ) -> RunOutcome:
     """Play ``max_actions`` actions through ``act``, refilling ahead of time.
 
     ``observe()`` returns the current Observation (or None when inputs are not ready; nothing
-    is sent that tick). ``validate(action)`` runs before every ``act``; False stops the run
-    (reason ``validate``). ``hold()`` is called exactly once on every early stop and never on
-    completion. ``prefetch=False`` is the strictly closed loop (request only when nothing is
-    left to play). ``startup_timeout_s`` waits for a warming worker before the first action.
-    ``smooth_seam=N`` ramps absolute-space seams over N steps. ``freshness`` picks the
-    lag (``EngineConfig.freshness``). Other keyword arguments are
-    passed to ``/v1/act`` (e.g. ``seed``). The handle is held for the whole run: a second
-    thread driving it raises ``SequencesError`` at once.
+    is sent that tick). ``validate(action)`` runs before every ``act`` and must return
+    ``True`` or ``False`` (a ``bool`` or ``numpy.bool_``); False, or anything else, stops the
+    run (reason ``validate``). ``hold()`` is called on every early stop and whenever the plan
+    runs out (underrun), once each time, never on completion. ``prefetch=False`` is the
+    strictly closed loop (request only when nothing is left to play). ``startup_timeout_s``
+    waits for a warming worker before the first action. ``smooth_seam=N`` ramps
+    absolute-space seams over N steps. ``freshness`` picks the lag
+    (``EngineConfig.freshness``). ``stall_timeout_s`` bounds how long the plan may stay
+    empty. ``options`` go to ``/v1/act`` as they are (e.g. ``{"seed": 1}``). The handle is
+    held for the whole run: a second thread driving it raises ``SequencesError`` at once.
     """
     if isinstance(max_actions, bool) or not isinstance(max_actions, int) or max_actions <= 0:
         raise ValueError(f"max_actions must be a positive int, got {max_actions!r}")
+    if not (isinstance(stall_timeout_s, (int, float)) and 0 < stall_timeout_s < math.inf):
+        raise ValueError(f"stall_timeout_s must be positive and finite, got {stall_timeout_s!r}")
+    if options is not None and not isinstance(options, Mapping):
+        raise TypeError(f"options must be a mapping of model options, got {options!r}")
     if validate is None:
         _warn_unvalidated()
     with policy._driving():  # first: a second driver is refused before anything is sent
@@ -98,24 +130,104 @@ def run_policy(
             freshness=freshness,
             startup_timeout_s=startup_timeout_s,
             control_hz=policy.control_hz,
-            options=options,
+            options=dict(options or {}),
         )
         covers_s, period_s = _catalogue_timing(policy)
         if prefetch:
             config = replace(config, expected_covers_s=covers_s)
         engine = PlaybackEngine(policy, config, on_chunk=on_chunk, on_underrun=on_underrun)
+
+        def observe_checked() -> Observation | None:
+            observation = observe()
+            if observation is not None:
+                policy.check_observation(observation)
+            return observation
+
         try:
-            return drive(
-                engine,
-                observe,
-                act,
-                max_actions=max_actions,
-                validate=validate,
-                hold=hold,
-                period_hint_s=period_s,
-            )
+            with _hold_on_sigterm():
+                return drive(
+                    engine,
+                    observe_checked,
+                    act,
+                    max_actions=max_actions,
+                    validate=validate,
+                    hold=hold,
+                    period_hint_s=period_s,
+                    stall_timeout_s=stall_timeout_s,
+                    stop_event=policy.closed_event,
+                )
         finally:
+            policy.cancel_requests()  # nothing in flight outlives the run
             engine.close()
+
+
+class _Loop:
+    """The state ``drive`` keeps between ticks: holds, the empty-plan clock, ``observe``."""
+
+    def __init__(self, hold: Callable[[], None] | None, stall_timeout_s: float | None) -> None:
+        self._hold = hold
+        self._stall_timeout_s = stall_timeout_s
+        self.held = False
+        self.empty_since: float | None = None
+        self.observe_none_since: float | None = None
+
+    def stop(self, original: BaseException | None = None) -> None:
+        """Hold, unless the arm is held already. If ``hold`` raises while another error
+        ends the run, that error is kept and the hold failure logged."""
+        if self.held:
+            return
+        self.held = True
+        if self._hold is None:
+            return
+        try:
+            self._hold()
+        except BaseException as exc:
+            if original is None:
+                raise
+            log.error(
+                "hold() raised %s while stopping on %s", type(exc).__name__, original, exc_info=exc
+            )
+
+    def observing(
+        self, observe: Callable[[], Observation | None], clock: Callable[[], float]
+    ) -> Callable[[], Observation | None]:
+        def wrapped() -> Observation | None:
+            observation = observe()
+            if observation is None:
+                if self.observe_none_since is None:
+                    self.observe_none_since = clock()
+            else:
+                self.observe_none_since = None
+            return observation
+
+        return wrapped
+
+    def after(self, tick: Tick, now: float, acted: bool) -> None:
+        """Hold on the first tick of an underrun; end the run once the plan stayed empty
+        (or ``observe()`` returned nothing) past the bound."""
+        if tick.action is not None:
+            self.empty_since = None
+            self.held = not acted and self.held
+            return
+        if tick.kind == "underrun":
+            self.stop()
+        if self.empty_since is None:
+            self.empty_since = now
+        bound = self._stall_timeout_s
+        if bound is None:
+            return
+        none_since = self.observe_none_since
+        if none_since is not None and now - max(none_since, self.empty_since) > bound:
+            raise ChunkExhausted(
+                f"observe() returned None for {now - none_since:.1f}s with nothing left to "
+                "play; return an Observation once inputs are ready (a forgotten return?)"
+            )
+        if tick.kind == "underrun" and now - self.empty_since > bound:
+            raise Stalled(
+                f"no chunk to play for {now - self.empty_since:.1f}s (stall_timeout_s="
+                f"{bound:g}); the arm was held when the plan ran out",
+                warming=False,
+            )
 
 
 def drive(
@@ -124,41 +236,44 @@ def drive(
     act: Callable[[FloatArray], None],
     *,
     max_actions: int,
-    validate: Callable[[FloatArray], bool] | None = None,
+    validate: Callable[[FloatArray], Any] | None = None,
     hold: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     period_hint_s: float | None = None,
+    stall_timeout_s: float | None = None,
+    stop_event: threading.Event | None = None,
 ) -> RunOutcome:
     """The paced loop shared by ``run_policy`` and the benchmark baselines.
 
     ``period_hint_s`` (the catalogue's rate) paces the ticks before the first chunk too, so
     that every observation is taken on the same tick grid the plan is played on: anchors
     off that grid would cost up to a step at a seam. Without it, waiting ticks poll.
+    ``stop_event`` (set by ``Policy.close()``) wakes the pacer and ends the run.
     """
+    if stop_event is not None:
+        sleep = _interruptible(stop_event)
     pacer = _Pacer(clock, sleep)
+    loop = _Loop(hold, stall_timeout_s)
+    observe = loop.observing(observe, clock)
     acted = 0
-    held = False
-
-    def stop_and_hold() -> None:
-        nonlocal held
-        if not held:
-            held = True
-            if hold is not None:
-                hold()
-
     try:
         while acted < max_actions:
+            if stop_event is not None and stop_event.is_set():
+                raise SequencesError("the policy handle was closed during run()")
             now = clock()
             tick = player.tick(now, observe)
             if tick.action is not None:
-                if validate is not None and not validate(tick.action):
-                    stop_and_hold()
-                    return _finish(player, "validate", acted)
+                refusal = _refusal(validate, tick.action)
+                if refusal is not None:
+                    loop.stop()
+                    outcome = _finish(player, "validate", acted)
+                    return outcome if refusal is True else replace(outcome, error=refusal)
                 act(tick.action)
                 acted += 1
                 if acted == max_actions:
                     break
+            loop.after(tick, clock(), acted=tick.action is not None)
             period = player.period_s or period_hint_s
             if tick.kind == "waiting" and period is None:
                 started = clock()
@@ -167,12 +282,62 @@ def drive(
             else:
                 pacer.wait(now, period)
     except SequencesError as exc:
-        stop_and_hold()
+        loop.stop(exc)
         return replace(_finish(player, f"raised:{type(exc).__name__}", acted), error=exc)
-    except BaseException:
-        stop_and_hold()
+    except BaseException as exc:
+        loop.stop(exc)
         raise
     return _finish(player, "completed", acted)
+
+
+def _refusal(validate: Callable[[FloatArray], Any] | None, action: FloatArray) -> Any:
+    """None when ``validate`` accepts ``action``; True when it refuses it; a ``TypeError``
+    describing the answer when it is not a real boolean (``(False, "why")`` and ``"False"``
+    are truthy, so taking them as answers would let every action through)."""
+    if validate is None:
+        return None
+    verdict = validate(action)
+    if isinstance(verdict, (bool, np.bool_)):
+        return None if verdict else True
+    return TypeError(
+        f"validate must return True or False (bool or numpy.bool_), it returned "
+        f"{type(verdict).__name__} {verdict!r:.60}; the action was not sent"
+    )
+
+
+def _interruptible(event: threading.Event) -> Callable[[float], None]:
+    def sleep(seconds: float) -> None:
+        event.wait(seconds)
+
+    return sleep
+
+
+@contextlib.contextmanager
+def _hold_on_sigterm() -> Iterator[None]:
+    """SIGTERM (docker stop, systemd) raises ``SystemExit(143)`` in the run, so it holds and
+    unwinds instead of the process dying mid-command. Only where Python would otherwise die
+    on it: on the main thread, with SIGTERM's default disposition; a handler of the
+    caller's own is left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+    except (ValueError, OSError):  # pragma: no cover - no signals here
+        yield
+        return
+    if previous is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _finish(player: Player, reason: str, acted: int) -> RunOutcome:
