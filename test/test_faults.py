@@ -254,7 +254,8 @@ def test_fault_mid_run(case: Case, harness: dict[str, Any]) -> None:
             check_error(outcome, case)
             if case.after:
                 assert len(episode.actions) >= case.after  # the fault came mid-run
-        assert policy.requests_sent == sim.stats()["requests"]
+        # a refill still in flight when the run ended was aborted, maybe before it arrived
+        assert 0 <= policy.requests_sent - sim.stats()["requests"] <= 3
         assert outcome.requests >= sim.stats()["act_requests"]
         assert wait_until(lambda: sim.stats()["open_connections"] == 0), sim.stats()
 
