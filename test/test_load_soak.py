@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import TEST_KEY
-from faultkit import wait_until
+from faultkit import camera_frames, wait_until
 
 from sequence_ai_core.policy import connect
 from sequence_ai_core.sim import CATALOGUE, GatewaySimulator
@@ -49,7 +49,11 @@ class Robot:
         return f"robot-{self.index}"
 
     def observe(self) -> Observation:
-        return Observation(Proprioception([0.1 * self.index] * 7), instruction=self.instruction)
+        return Observation(
+            Proprioception([0.1 * self.index] * 7),
+            images=camera_frames(MODEL),
+            instruction=self.instruction,
+        )
 
     def drive(self, url: str, start: threading.Barrier, max_actions: int) -> None:
         try:
@@ -177,7 +181,7 @@ class SoakProbe:
 
 @pytest.mark.soak
 def test_soak_memory_and_threads_stay_flat(clean_env: Any) -> None:
-    observation = Observation(Proprioception([0.0] * 7))
+    observation = Observation(Proprioception([0.0] * 7), images=camera_frames(MODEL))
     threads_before = set(threading.enumerate())
     gc.collect()
     tracemalloc.start()
