@@ -13,9 +13,9 @@ from __future__ import annotations
 #: Decoded bytes of any one answer (after any content encoding). The largest allowed chunk
 #: at full float precision is about 100 kB; catalogues of a few hundred models fit too.
 MAX_BODY_BYTES = 256 * 1024
-#: Separators (``,`` and ``:``) in one body, counted before parsing: the cost of
-#: ``json.loads`` grows with the number of values, not bytes. The largest allowed chunk,
-#: as ``{"index", "values"}`` steps, has about 4,500.
+#: Commas in one body (one per value or member but the last of each list or object),
+#: counted before parsing: the cost of ``json.loads`` grows with the number of values, not
+#: bytes. The largest allowed chunk, as ``{"index", "values"}`` steps, has about 4,200.
 MAX_JSON_ITEMS = 8192
 #: Steps in one chunk, values per step, values per chunk. 50 Hz x 2.1 s = 105 steps is the
 #: longest chunk a catalogue model documents; pi0-style models pad actions to 32 values.

@@ -205,6 +205,12 @@ def _step_values(reader: _Reader, step: Any, position: int) -> list[float]:
 
 def _rows(reader: _Reader, steps: list[Any]) -> list[Any]:
     """Each step's values, after checking the indexes of ``{"index", "values"}`` steps."""
+    if all(type(step) is list for step in steps):
+        return steps
+    if all(type(step) is dict for step in steps):  # what json.loads makes: the fast path
+        indexes = [step.get("index", i) for i, step in enumerate(steps)]
+        if set(map(type, indexes)) == {int} and indexes == list(range(len(steps))):
+            return [step.get("values") for step in steps]
     rows = []
     for position, step in enumerate(steps):
         if isinstance(step, Mapping):

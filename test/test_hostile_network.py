@@ -121,7 +121,7 @@ def test_close_aborts_a_request_in_flight_at_once() -> None:
 
 def test_a_trickled_catalogue_does_not_keep_run_from_starting() -> None:
     catalogue = json.dumps({"data": [CATALOGUE[MODEL].catalogue_entry()]})
-    slow = trickle(http_response(200, catalogue), 0.05)
+    slow = trickle(http_response(200, catalogue), 0.3)  # minutes for the whole catalogue
     with (
         HostileGateway(answer(chunk_body(MODEL)), catalogue=slow) as gateway,
         connect(MODEL, api_key=TEST_KEY, base_url=gateway.url, timeout_s=0.5) as policy,

@@ -1,0 +1,156 @@
+"""Parse cost per chunk size against its floor, and what parsing does to a control loop.
+
+A chunk's answer is parsed on a worker thread, but ``json.loads`` holds the GIL, so a 100 Hz
+control thread waits while it runs. Two tables:
+
+1. Thread CPU per chunk of the client's parse (``bodies.parse_json``: the item count and
+   ``json.loads``; then ``wire.parse_prediction``: every check) against the floor nobody can
+   go below: ``json.loads`` + ``np.asarray`` of the values + one vectorised finiteness check.
+   The goal is at most 1.5x at every size.
+2. The largest lateness of a 100 Hz sleep-to-deadline loop while a worker parses chunks back
+   to back (with a 5 ms pause between chunks, like answers arriving): alone, with the largest
+   chunk the client accepts, and with a 1000 x 32 chunk the caps refuse (parsed by plain
+   ``json.loads`` to show what the caps prevent). Goal: at most half a period for the largest
+   accepted chunk.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from bench._common import machine_note, ms, quantile, ratio, table, us
+from sequence_ai_core.bodies import parse_json
+from sequence_ai_core.limits import MAX_CHUNK_VALUES, MAX_STEPS
+from sequence_ai_core.wire import parse_prediction
+
+LOOP_HZ = 100.0
+#: (steps, dims): the catalogue's chunks, typical pi0-style shapes, the largest accepted.
+SIZES = [(15, 8), (32, 8), (50, 32), (MAX_STEPS, MAX_CHUNK_VALUES // MAX_STEPS), (128, 32)]
+REFUSED = (1000, 32)
+
+
+def body_text(steps: int, dims: int, *, seed: int = 0) -> str:
+    """A 200 body as the gateway sends it: ``{"index", "values"}`` steps at full precision."""
+    values = np.random.default_rng(seed).standard_normal((steps, dims))
+    chunk = {
+        "steps": [{"index": i, "values": row.tolist()} for i, row in enumerate(values)],
+        "robot": "bench",
+        "action_space": "joint_velocity",
+        "action_dim": dims,
+        "control_frequency_hz": 50.0,
+    }
+    return json.dumps({"id": "bench", "model": "bench", "action_chunk": chunk})
+
+
+def client_parse(text: str) -> Any:
+    body = parse_json(text)
+    return parse_prediction(body, request_id="r-bench", latency_s=0.0)
+
+
+def floor_parse(text: str) -> Any:
+    body = json.loads(text)
+    rows = [step["values"] for step in body["action_chunk"]["steps"]]
+    array = np.asarray(rows, dtype=np.float64)
+    return bool(np.isfinite(array).all())
+
+
+def cpu_per_call(calls: dict[str, Any], text: str, repeats: int) -> dict[str, float]:
+    """Least thread CPU of one call over ``repeats`` rounds of 5 calls, the approaches
+    interleaved round by round so that machine load hits them alike (the least is the
+    figure load inflates least)."""
+    best = {name: float("inf") for name in calls}
+    gc.collect()
+    for _ in range(repeats):
+        for name, call in calls.items():
+            start = time.thread_time()
+            for _ in range(5):
+                call(text)
+            best[name] = min(best[name], (time.thread_time() - start) / 5)
+    return best
+
+
+def cost_table(repeats: int) -> str:
+    rows = []
+    for steps, dims in SIZES:
+        text = body_text(steps, dims)
+        cost = cpu_per_call({"floor": floor_parse, "client": client_parse}, text, repeats)
+        floor, ours = cost["floor"], cost["client"]
+        rows.append(
+            [f"{steps} x {dims}", f"{len(text) / 1024:.0f}", us(floor, 0), us(ours, 0),
+             ratio(ours, floor)]
+        )  # fmt: skip
+    return table(["chunk", "body KiB", "floor µs", "client µs", "client / floor"], rows)
+
+
+def loop_lateness(seconds: float, work: Any) -> tuple[float, float]:
+    """(p99, max) lateness of a 100 Hz sleep-to-deadline loop while ``work`` runs."""
+    stop = threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            work()
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=worker, daemon=True) if work is not None else None
+    if thread is not None:
+        thread.start()
+    period, late = 1.0 / LOOP_HZ, []
+    start = time.perf_counter()
+    n = 0
+    while time.perf_counter() - start < seconds:
+        n += 1
+        deadline = start + n * period
+        pause = deadline - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        late.append(max(0.0, time.perf_counter() - deadline))
+    stop.set()
+    if thread is not None:
+        thread.join()
+    return quantile(late, 0.99), max(late)
+
+
+def lateness_table(seconds: float) -> str:
+    steps, dims = SIZES[-1]
+    largest = body_text(steps, dims)
+    refused = body_text(*REFUSED)
+    cases = [
+        ("no parsing (the loop alone)", None),
+        (f"client parses {steps} x {dims} (largest accepted)", lambda: client_parse(largest)),
+        (f"json.loads of {REFUSED[0]} x {REFUSED[1]} (refused by the caps)",
+         lambda: json.loads(refused)),
+    ]  # fmt: skip
+    rows = []
+    half = 0.5 / LOOP_HZ
+    for name, work in cases:
+        p99, worst = loop_lateness(seconds, work)
+        rows.append([name, ms(p99, 2), ms(worst, 2), ratio(worst, 1.0 / LOOP_HZ),
+                     "yes" if worst <= half else "no"])  # fmt: skip
+    return table(
+        ["worker thread", "p99 late ms", "max late ms", "max / period", "within half a period"],
+        rows,
+    )
+
+
+def run(full: bool) -> str:
+    repeats = 60 if full else 20
+    seconds = 10.0 if full else 3.0
+    return "\n\n".join(
+        [
+            "### Parse cost per chunk size (thread CPU per chunk, least of interleaved rounds)",
+            cost_table(repeats),
+            f"### A {LOOP_HZ:g} Hz loop while a worker parses chunks",
+            lateness_table(seconds),
+            machine_note(full=full),
+        ]
+    )
+
+
+if __name__ == "__main__":
+    print(run(False))
