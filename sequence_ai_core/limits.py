@@ -11,17 +11,18 @@ which ``MAX_JSON_ITEMS`` refuses before parsing.
 from __future__ import annotations
 
 #: Decoded bytes of any one answer (after any content encoding). The largest allowed chunk
-#: at full float precision is about 100 kB; catalogues of a few hundred models fit too.
-MAX_BODY_BYTES = 256 * 1024
+#: at full float precision is about 45 kB; a catalogue of 300 models is about 100 kB.
+MAX_BODY_BYTES = 128 * 1024
 #: Commas in one body (one per value or member but the last of each list or object),
 #: counted before parsing: the cost of ``json.loads`` grows with the number of values, not
-#: bytes. The largest allowed chunk, as ``{"index", "values"}`` steps, has about 4,200.
-MAX_JSON_ITEMS = 8192
+#: bytes. The largest allowed chunk, as ``{"index", "values"}`` steps, has about 2,100.
+MAX_JSON_ITEMS = 4096
 #: Steps in one chunk, values per step, values per chunk. 50 Hz x 2.1 s = 105 steps is the
-#: longest chunk a catalogue model documents; pi0-style models pad actions to 32 values.
+#: longest chunk a catalogue model documents; pi0-style models send 50 steps of 32 values
+#: (1,600), within the 2,048 that keep a parse near a millisecond.
 MAX_STEPS = 256
 MAX_ACTION_DIM = 64
-MAX_CHUNK_VALUES = 4096
+MAX_CHUNK_VALUES = 2048
 #: Control rates a chunk may declare. Below 1 Hz a single step would hold the arm on one
 #: command for over a second; above 1 kHz no HTTP-fed loop can keep up.
 MIN_CONTROL_HZ = 1.0
