@@ -19,6 +19,9 @@ from typing import Any
 
 from sequence_ai_core.sim import CATALOGUE
 
+#: Property-based examples per hostile property (derandomized); the README quotes the total.
+HOSTILE_EXAMPLES = {"encodings": 60, "echoed_bodies": 120, "validate_verdicts": 40}
+
 
 @dataclass
 class Request:

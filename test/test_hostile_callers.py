@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 from conftest import TEST_KEY
 from faultkit import DIM, MODEL, OBSERVATION, camera_frames
-from hypothesis import HealthCheck, given, settings
+from hostile import HOSTILE_EXAMPLES
+from hypothesis import given
 from hypothesis import strategies as st
+from test_fuzz import fuzz
 
 from sequence_ai_core import (
     AuthError,
@@ -85,9 +87,7 @@ def test_validate_may_return_bool_or_numpy_bool(policy: Policy, verdict: Any) ->
     assert outcome.reason == "completed", outcome.summary()
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@fuzz("validate_verdicts", HOSTILE_EXAMPLES)
 @given(
     verdict=st.one_of(
         st.integers(), st.text(), st.floats(), st.lists(st.booleans()), st.tuples(st.booleans())

@@ -19,6 +19,7 @@ import pytest
 from conftest import TEST_KEY
 from faultkit import MODEL, OBSERVATION, wait_until
 from hostile import (
+    HOSTILE_EXAMPLES,
     HostileGateway,
     Request,
     answer,
@@ -28,8 +29,9 @@ from hostile import (
     stacked_gzip,
     trickle,
 )
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from test_fuzz import fuzz
 
 from sequence_ai_core import InvalidResponse, SequencesError, Unavailable, connect
 from sequence_ai_core.errors import Stalled
@@ -320,9 +322,7 @@ def shaped() -> Any:
         yield state, policy
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@fuzz("encodings", HOSTILE_EXAMPLES)
 @given(layers=_ENCODINGS)
 def test_any_stack_of_encodings_is_decoded_within_bounds_or_refused(
     shaped: Any, layers: list[str]

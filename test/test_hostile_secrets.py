@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from conftest import TEST_KEY
 from faultkit import MODEL, OBSERVATION
-from hostile import HostileGateway, Request, chunk_body, http_response
-from hypothesis import HealthCheck, given, settings
+from hostile import HOSTILE_EXAMPLES, HostileGateway, Request, chunk_body, http_response
+from hypothesis import given
 from hypothesis import strategies as st
+from test_fuzz import fuzz
 
 from sequence_ai_core import (
     AuthError,
@@ -183,9 +184,7 @@ def echoing() -> Any:
         yield state, policy
 
 
-@settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@fuzz("echoed_bodies", HOSTILE_EXAMPLES)
 @given(
     status=st.sampled_from(sorted(_EXPECTED)),
     body=st.one_of(_NESTED, st.fixed_dictionaries({"detail": _NESTED, "code": _LEAF})),
