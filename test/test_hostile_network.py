@@ -379,3 +379,31 @@ def test_a_body_of_too_many_json_items_is_refused_before_parsing() -> None:
     ):
         error = raised(policy.predict, OBSERVATION)
     assert type(error) is InvalidResponse and "JSON items" in str(error), error
+
+
+def test_a_gateway_behind_an_http_proxy_from_the_environment_is_reached_through_it(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client reads proxies itself (its sockets carry the request deadline); a plain
+    HTTP proxy sees absolute-form requests for the gateway it forwards to."""
+    with HostileGateway(answer(chunk_body(MODEL))) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        with connect(
+            MODEL, api_key=TEST_KEY, base_url="http://gateway.example", allow_insecure_http=True
+        ) as policy:
+            prediction = policy.predict(OBSERVATION)
+    assert len(prediction.action_chunk) == CATALOGUE[MODEL].action_horizon
+    assert proxy.requests[0].path == "http://gateway.example/v1/act"
+    assert len(proxy.requests) == 1
+
+
+def test_proxy_choice_follows_no_proxy_and_never_applies_to_loopback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sequence_ai_core.connections import proxy_for
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    assert proxy_for("https://api.example", loopback=False) == "http://127.0.0.1:3128"
+    assert proxy_for("https://internal.example", loopback=False) is None
+    assert proxy_for("https://127.0.0.1:8765", loopback=True) is None
