@@ -68,8 +68,7 @@ def _read_text(path: Path) -> str:
     except OSError as exc:
         problem = f"cannot be read ({type(exc).__name__}: {exc.strerror or 'error'})"
     raise ConfigurationError(
-        f"credentials file {path} {problem}; run `sequence-ai login` again or set "
-        f"${ENV_KEY}"
+        f"credentials file {path} {problem}; run `sequence-ai login` again or set ${ENV_KEY}"
     )
 
 

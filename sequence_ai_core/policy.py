@@ -285,6 +285,11 @@ def connect(
 ) -> Policy:
     """Open a handle on ``model``. Nothing is sent until the first request.
 
+    ``timeout_s`` is each request's absolute deadline, from its start to the last byte of
+    its answer (a trickling server cannot stretch it); ``connect_timeout_s`` bounds
+    connecting within it. Settings the client cannot use (a CA bundle, a proxy, a timeout)
+    raise ``ConfigurationError`` here, before anything is sent.
+
     ``max_connections`` must cover the engine's ``max_in_flight`` refills plus one catalogue
     lookup, or a refill would wait for a free connection.
     """

@@ -28,22 +28,18 @@ main thread holds and then exits (status 143), as SIGINT does via ``KeyboardInte
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
-import signal
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-import numpy as np
-
 from .engine import DEFAULT_MAX_IN_FLIGHT, EngineConfig, PlaybackEngine, PolicyLike, Tick
-from .errors import ChunkExhausted, SequencesError, Stalled
+from .errors import SequencesError
 from .outcome import RunOutcome
+from .stops import StopState, hold_on_sigterm, interruptible, refusal
 from .types import FloatArray, Observation, Prediction
 
 #: Poll interval while waiting for the first chunk (the rate is not known yet).
@@ -52,8 +48,6 @@ WAITING_POLL_S = 0.005
 #: takes ~0.8 s on the real gateway; the closed loop (``prefetch=False``) waits that long on
 #: every chunk, so the bound leaves room for a refill twice as slow.
 DEFAULT_STALL_TIMEOUT_S = 2.0
-
-log = logging.getLogger(__name__)
 
 _warned_unvalidated = False
 _warn_lock = threading.Lock()
@@ -144,7 +138,7 @@ def run_policy(
             return observation
 
         try:
-            with _hold_on_sigterm():
+            with hold_on_sigterm():
                 return drive(
                     engine,
                     observe_checked,
@@ -159,75 +153,6 @@ def run_policy(
         finally:
             policy.cancel_requests()  # nothing in flight outlives the run
             engine.close()
-
-
-class _Loop:
-    """The state ``drive`` keeps between ticks: holds, the empty-plan clock, ``observe``."""
-
-    def __init__(self, hold: Callable[[], None] | None, stall_timeout_s: float | None) -> None:
-        self._hold = hold
-        self._stall_timeout_s = stall_timeout_s
-        self.held = False
-        self.empty_since: float | None = None
-        self.observe_none_since: float | None = None
-
-    def stop(self, original: BaseException | None = None) -> None:
-        """Hold, unless the arm is held already. If ``hold`` raises while another error
-        ends the run, that error is kept and the hold failure logged."""
-        if self.held:
-            return
-        self.held = True
-        if self._hold is None:
-            return
-        try:
-            self._hold()
-        except BaseException as exc:
-            if original is None:
-                raise
-            log.error(
-                "hold() raised %s while stopping on %s", type(exc).__name__, original, exc_info=exc
-            )
-
-    def observing(
-        self, observe: Callable[[], Observation | None], clock: Callable[[], float]
-    ) -> Callable[[], Observation | None]:
-        def wrapped() -> Observation | None:
-            observation = observe()
-            if observation is None:
-                if self.observe_none_since is None:
-                    self.observe_none_since = clock()
-            else:
-                self.observe_none_since = None
-            return observation
-
-        return wrapped
-
-    def after(self, tick: Tick, now: float, acted: bool) -> None:
-        """Hold on the first tick of an underrun; end the run once the plan stayed empty
-        (or ``observe()`` returned nothing) past the bound."""
-        if tick.action is not None:
-            self.empty_since = None
-            self.held = not acted and self.held
-            return
-        if tick.kind == "underrun":
-            self.stop()
-        if self.empty_since is None:
-            self.empty_since = now
-        bound = self._stall_timeout_s
-        if bound is None:
-            return
-        none_since = self.observe_none_since
-        if none_since is not None and now - max(none_since, self.empty_since) > bound:
-            raise ChunkExhausted(
-                f"observe() returned None for {now - none_since:.1f}s with nothing left to "
-                "play; return an Observation once inputs are ready (a forgotten return?)"
-            )
-        if tick.kind == "underrun" and now - self.empty_since > bound:
-            raise Stalled(
-                f"no chunk to play for {now - self.empty_since:.1f}s (stall_timeout_s="
-                f"{bound:g}); the arm was held when the plan ran out",
-                warming=False,
-            )
 
 
 def drive(
@@ -252,9 +177,9 @@ def drive(
     ``stop_event`` (set by ``Policy.close()``) wakes the pacer and ends the run.
     """
     if stop_event is not None:
-        sleep = _interruptible(stop_event)
+        sleep = interruptible(stop_event)
     pacer = _Pacer(clock, sleep)
-    loop = _Loop(hold, stall_timeout_s)
+    loop = StopState(hold, stall_timeout_s)
     observe = loop.observing(observe, clock)
     acted = 0
     try:
@@ -264,11 +189,11 @@ def drive(
             now = clock()
             tick = player.tick(now, observe)
             if tick.action is not None:
-                refusal = _refusal(validate, tick.action)
-                if refusal is not None:
+                refused = refusal(validate, tick.action)
+                if refused is not None:
                     loop.stop()
                     outcome = _finish(player, "validate", acted)
-                    return outcome if refusal is True else replace(outcome, error=refusal)
+                    return outcome if refused is True else replace(outcome, error=refused)
                 act(tick.action)
                 acted += 1
                 if acted == max_actions:
@@ -288,56 +213,6 @@ def drive(
         loop.stop(exc)
         raise
     return _finish(player, "completed", acted)
-
-
-def _refusal(validate: Callable[[FloatArray], Any] | None, action: FloatArray) -> Any:
-    """None when ``validate`` accepts ``action``; True when it refuses it; a ``TypeError``
-    describing the answer when it is not a real boolean (``(False, "why")`` and ``"False"``
-    are truthy, so taking them as answers would let every action through)."""
-    if validate is None:
-        return None
-    verdict = validate(action)
-    if isinstance(verdict, (bool, np.bool_)):
-        return None if verdict else True
-    return TypeError(
-        f"validate must return True or False (bool or numpy.bool_), it returned "
-        f"{type(verdict).__name__} {verdict!r:.60}; the action was not sent"
-    )
-
-
-def _interruptible(event: threading.Event) -> Callable[[float], None]:
-    def sleep(seconds: float) -> None:
-        event.wait(seconds)
-
-    return sleep
-
-
-@contextlib.contextmanager
-def _hold_on_sigterm() -> Iterator[None]:
-    """SIGTERM (docker stop, systemd) raises ``SystemExit(143)`` in the run, so it holds and
-    unwinds instead of the process dying mid-command. Only where Python would otherwise die
-    on it: on the main thread, with SIGTERM's default disposition; a handler of the
-    caller's own is left alone."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    try:
-        previous = signal.getsignal(signal.SIGTERM)
-    except (ValueError, OSError):  # pragma: no cover - no signals here
-        yield
-        return
-    if previous is not signal.SIG_DFL:
-        yield
-        return
-
-    def terminate(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _finish(player: Player, reason: str, acted: int) -> RunOutcome:
