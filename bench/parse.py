@@ -3,9 +3,10 @@
 A chunk's answer is parsed on a worker thread, but ``json.loads`` holds the GIL, so a 100 Hz
 control thread waits while it runs. Two tables:
 
-1. Thread CPU per chunk of the client's parse (``bodies.parse_json``: the item count and
-   ``json.loads``; then ``wire.parse_prediction``: every check) against the floor nobody can
-   go below: ``json.loads`` + ``np.asarray`` of the values + one vectorised finiteness check.
+1. Thread CPU per chunk of what the client does with a 200 body's bytes (decoding, key
+   redaction, the item count and ``json.loads`` in ``bodies``; every check in
+   ``wire.parse_prediction``) against the floor nobody can go below: ``json.loads`` +
+   ``np.asarray`` of the values + one vectorised finiteness check.
    The goal is at most 1.5x at every size.
 2. The largest lateness of a 100 Hz sleep-to-deadline loop while a worker parses chunks back
    (ten a second, more than a pipelined run receives): alone, with the largest
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from bench._common import machine_note, ms, quantile, ratio, table, timed, us
-from sequence_ai_core.bodies import parse_json
+from sequence_ai_core.bodies import decoded, parse_json, redact_text
 from sequence_ai_core.limits import MAX_CHUNK_VALUES, MAX_STEPS
 from sequence_ai_core.wire import parse_prediction
 
@@ -36,9 +37,10 @@ WORK_PAUSE_S = 0.1
 #: (steps, dims): the catalogue's chunks, typical pi0-style shapes, the largest accepted.
 SIZES = [(15, 8), (32, 8), (50, 32), (MAX_STEPS, MAX_CHUNK_VALUES // MAX_STEPS), (64, 32)]
 REFUSED = (1000, 32)
+SECRET = "sk-bench-0123456789abcdef"
 
 
-def body_text(steps: int, dims: int, *, seed: int = 0) -> str:
+def body_bytes(steps: int, dims: int, *, seed: int = 0) -> bytes:
     """A 200 body as the gateway sends it: ``{"index", "values"}`` steps at full precision."""
     values = np.random.default_rng(seed).standard_normal((steps, dims))
     chunk = {
@@ -48,22 +50,24 @@ def body_text(steps: int, dims: int, *, seed: int = 0) -> str:
         "action_dim": dims,
         "control_frequency_hz": 50.0,
     }
-    return json.dumps({"id": "bench", "model": "bench", "action_chunk": chunk})
+    return json.dumps({"id": "bench", "model": "bench", "action_chunk": chunk}).encode()
 
 
-def client_parse(text: str) -> Any:
-    body = parse_json(text)
+def client_parse(raw: bytes) -> Any:
+    """What the transport and the wire layer do with a 200 body's bytes."""
+    text = redact_text(decoded(raw, None).decode("utf-8"), SECRET)
+    body = parse_json(text, SECRET)
     return parse_prediction(body, request_id="r-bench", latency_s=0.0)
 
 
-def floor_parse(text: str) -> Any:
-    body = json.loads(text)
+def floor_parse(raw: bytes) -> Any:
+    body = json.loads(raw)
     rows = [step["values"] for step in body["action_chunk"]["steps"]]
     array = np.asarray(rows, dtype=np.float64)
     return bool(np.isfinite(array).all())
 
 
-def cpu_per_call(calls: dict[str, Any], text: str, repeats: int) -> dict[str, float]:
+def cpu_per_call(calls: dict[str, Any], raw: bytes, repeats: int) -> dict[str, float]:
     """Least thread CPU of one call over ``repeats`` rounds of 5 calls, the approaches
     interleaved round by round so that machine load hits them alike (the least is the
     figure load inflates least)."""
@@ -73,7 +77,7 @@ def cpu_per_call(calls: dict[str, Any], text: str, repeats: int) -> dict[str, fl
         for name, call in calls.items():
             start = time.thread_time()
             for _ in range(5):
-                call(text)
+                call(raw)
             best[name] = min(best[name], (time.thread_time() - start) / 5)
     return best
 
@@ -81,11 +85,11 @@ def cpu_per_call(calls: dict[str, Any], text: str, repeats: int) -> dict[str, fl
 def cost_table(repeats: int) -> str:
     rows = []
     for steps, dims in SIZES:
-        text = body_text(steps, dims)
-        cost = cpu_per_call({"floor": floor_parse, "client": client_parse}, text, repeats)
+        raw = body_bytes(steps, dims)
+        cost = cpu_per_call({"floor": floor_parse, "client": client_parse}, raw, repeats)
         floor, ours = cost["floor"], cost["client"]
         rows.append(
-            [f"{steps} x {dims}", f"{len(text) / 1024:.0f}", us(floor, 0), us(ours, 0),
+            [f"{steps} x {dims}", f"{len(raw) / 1024:.0f}", us(floor, 0), us(ours, 0),
              ratio(ours, floor)]
         )  # fmt: skip
     return table(["chunk", "body KiB", "floor µs", "client µs", "client / floor"], rows)
@@ -121,8 +125,8 @@ def loop_lateness(seconds: float, work: Any) -> tuple[float, float]:
 
 def lateness_table(seconds: float) -> str:
     steps, dims = SIZES[-1]
-    largest = body_text(steps, dims)
-    refused = body_text(*REFUSED)
+    largest = body_bytes(steps, dims)
+    refused = body_bytes(*REFUSED)
     cases = [
         ("no parsing (the loop alone)", None),
         (f"client parses {steps} x {dims} (largest accepted)", lambda: client_parse(largest)),

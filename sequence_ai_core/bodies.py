@@ -78,7 +78,7 @@ def decoded(data: bytes, content_encoding: str | None, cap: int = MAX_BODY_BYTES
 def redact_text(text: str, secret: str) -> str:
     """``text`` with the key (and a quoted ``Bearer <key>``) replaced. Done before any
     cut, so a key straddling a cut cannot leave its first characters behind."""
-    if not secret:
+    if not secret or secret not in text:
         return text
     return text.replace(f"Bearer {secret}", REDACTED).replace(secret, REDACTED)
 

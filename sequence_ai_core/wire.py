@@ -179,6 +179,8 @@ class _Reader:
         return value
 
     def number(self, value: Any, where: str) -> float:
+        if type(value) is float and math.isfinite(value):
+            return value
         if not _is_real(value):
             raise self.fail(f"{where} is not a number: {value!r:.40}")
         try:
@@ -205,9 +207,10 @@ def _step_values(reader: _Reader, step: Any, position: int) -> list[float]:
 
 def _rows(reader: _Reader, steps: list[Any]) -> list[Any]:
     """Each step's values, after checking the indexes of ``{"index", "values"}`` steps."""
-    if all(type(step) is list for step in steps):
+    kinds = set(map(type, steps))
+    if kinds == {list}:
         return steps
-    if all(type(step) is dict for step in steps):  # what json.loads makes: the fast path
+    if kinds == {dict}:  # what json.loads makes: the fast path
         indexes = [step.get("index", i) for i, step in enumerate(steps)]
         if set(map(type, indexes)) == {int} and indexes == list(range(len(steps))):
             return [step.get("values") for step in steps]
@@ -230,7 +233,7 @@ def _fast_array(rows: list[Any]) -> FloatArray | None:
     """The common case at C speed: lists of JSON numbers (ints or floats, never bools, which
     numpy would silently take as 0/1) of equal length. None sends anything else to the
     per-value path, which names the offending value."""
-    if not all(type(row) is list for row in rows):
+    if set(map(type, rows)) != {list}:
         return None
     if not set(map(type, itertools.chain.from_iterable(rows))) <= _NUMBER_TYPES:
         return None
