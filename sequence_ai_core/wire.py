@@ -210,10 +210,11 @@ def _rows(reader: _Reader, steps: list[Any]) -> list[Any]:
     kinds = set(map(type, steps))
     if kinds == {list}:
         return steps
-    if kinds == {dict}:  # what json.loads makes: the fast path
-        indexes = [step.get("index", i) for i, step in enumerate(steps)]
-        if set(map(type, indexes)) == {int} and indexes == list(range(len(steps))):
-            return [step.get("values") for step in steps]
+    if kinds == {dict}:  # what json.loads makes: the fast path, at C speed
+        indexes = list(map(dict.get, steps, itertools.repeat("index")))
+        in_order = set(map(type, indexes)) == {int} and indexes == list(range(len(steps)))
+        if in_order or indexes.count(None) == len(indexes):
+            return list(map(dict.get, steps, itertools.repeat("values")))
     rows = []
     for position, step in enumerate(steps):
         if isinstance(step, Mapping):
