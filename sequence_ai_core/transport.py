@@ -228,6 +228,7 @@ class Transport:
         scope = Scope(started + self.timeout_s)
         with self._lock:
             self._scopes.add(scope)
+        failure: tuple[SequencesError, BaseException] | None = None
         try:
             with scope:
                 status, headers, raw = self._exchange(method, path, content, params, request_id)
@@ -235,7 +236,7 @@ class Transport:
         except SequencesError:
             raise
         except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError) as exc:
-            raise self._failure(exc, scope, method, path, started, request_id) from exc
+            failure = (self._failure(exc, scope, method, path, started, request_id), exc)
         except RuntimeError as exc:  # httpx raises this when the client was closed meanwhile
             if self._closed:
                 raise SequencesError("policy handle is closed", request_id=request_id) from exc
@@ -243,11 +244,28 @@ class Transport:
         finally:
             with self._lock:
                 self._scopes.discard(scope)
+        if failure is not None:
+            error, cause = failure
+            if not self._quotes_secret(cause):
+                raise error from cause
+            raise error  # outside the handler: the cause quotes the key, so it is dropped
         latency = time.monotonic() - started
         log.debug("%s %s -> %d in %.3fs [%s]", method, path, status, latency, request_id)
         if not 200 <= status < 300:
             raise self._typed_error(status, headers, raw, request_id)
         return self._decode_success(status, headers, raw, request_id), request_id, latency
+
+    def _quotes_secret(self, exc: BaseException) -> bool:
+        """Whether an exception chain quotes the key (h11 quotes bad header lines, which a
+        server may fill with the Authorization header it received)."""
+        seen: BaseException | None = exc
+        for _ in range(16):
+            if seen is None or not self._secret:
+                return False
+            if self._secret in repr(seen) or self._secret in str(seen):
+                return True
+            seen = seen.__cause__ or seen.__context__
+        return False
 
     # ------------------------------------------------------------------ the exchange
 
@@ -301,8 +319,10 @@ class Transport:
         started: float,
         request_id: str,
     ) -> SequencesError:
-        if self._closed or scope.cancelled:  # aborted under an in-flight request
+        if self._closed:  # aborted under an in-flight request
             return SequencesError("policy handle is closed", request_id=request_id)
+        if scope.cancelled:
+            return SequencesError("request aborted by cancel_requests()", request_id=request_id)
         latency = time.monotonic() - started
         described = redact_text(_describe_transport_error(exc), self._secret)
         tls = _tls_failure(exc)

@@ -199,3 +199,16 @@ def test_any_echoing_body_yields_its_typed_error_without_the_key(
         policy.predict(OBSERVATION)
     assert isinstance(raised.value, _EXPECTED[status]), repr(raised.value)
     assert_no_key(texts(raised.value))
+
+
+def test_a_key_quoted_in_a_malformed_header_is_not_carried_by_the_error_chain() -> None:
+    """h11 quotes an illegal header name in its exception; a server can fill it with the
+    Authorization header it received."""
+
+    def behave(request: Request, sock: Any, gateway: HostileGateway) -> None:
+        name = request.headers.get("authorization", "").replace(" ", "(")
+        sock.sendall(f"HTTP/1.1 200 OK\r\n{name}: x\r\nContent-Length: 2\r\n\r\n{{}}".encode())
+
+    error = predict_error(behave)
+    assert type(error) is Unavailable
+    assert_no_key(texts(error))
