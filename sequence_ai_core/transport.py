@@ -61,6 +61,41 @@ log = logging.getLogger(__name__)
 
 
 _OUR_ID = re.compile(r"r-[0-9a-f]{8}")
+#: Loggers that print what a server sent (httpcore's DEBUG traces include response headers).
+_QUOTING_LOGGERS = ("httpx", "httpcore.http11", "httpcore.connection", "httpcore.proxy")
+
+
+class _RedactingFilter(logging.Filter):
+    """Removes the keys of open transports from httpx's and httpcore's log records, so a
+    server echoing the Authorization header in a response header cannot get it logged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, secret: str) -> None:
+        with self._lock:
+            self.secrets.add(secret)
+
+    def discard(self, secret: str) -> None:
+        with self._lock:
+            self.secrets.discard(secret)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = list(self.secrets)
+        if secrets:
+            text = record.getMessage()
+            if any(secret in text for secret in secrets):
+                for secret in secrets:
+                    text = redact_text(text, secret)
+                record.msg, record.args = text, None
+        return True
+
+
+_REDACTING = _RedactingFilter()
+for _name in _QUOTING_LOGGERS:
+    logging.getLogger(_name).addFilter(_REDACTING)
 
 
 def new_request_id() -> str:
@@ -171,6 +206,8 @@ class Transport:
         )
         self.has_key = bool(api_key)
         self._secret = api_key or ""
+        if self._secret:
+            _REDACTING.add(self._secret)
         self._lock = threading.Lock()
         self._requests_sent = 0
         self._closed = False
@@ -205,6 +242,8 @@ class Transport:
             self._closed = True
         self.cancel_in_flight()
         self._client.close()
+        if self._secret:
+            _REDACTING.discard(self._secret)
 
     def request(
         self,

@@ -6,6 +6,7 @@ error its type (a 401 stays ``AuthError``, a warming 503 stays retryable)."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -212,3 +213,22 @@ def test_a_key_quoted_in_a_malformed_header_is_not_carried_by_the_error_chain() 
     error = predict_error(behave)
     assert type(error) is Unavailable
     assert_no_key(texts(error))
+
+
+def test_a_key_echoed_in_a_response_header_is_not_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """httpcore's DEBUG trace prints response headers."""
+    caplog.set_level(logging.DEBUG)
+
+    def behave(request: Request, sock: Any, gateway: HostileGateway) -> None:
+        echo = {"X-Echo": request.headers.get("authorization", "")}
+        sock.sendall(http_response(200, chunk_body(MODEL), echo))
+
+    with (
+        HostileGateway(behave) as gateway,
+        connect(MODEL, api_key=TEST_KEY, base_url=gateway.url) as policy,
+    ):
+        policy.predict(OBSERVATION)
+    assert any(r.name.startswith("httpcore") for r in caplog.records)
+    assert_no_key([caplog.text, *(r.getMessage() for r in caplog.records)])
