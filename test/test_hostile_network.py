@@ -407,3 +407,21 @@ def test_proxy_choice_follows_no_proxy_and_never_applies_to_loopback(
     assert proxy_for("https://api.example", loopback=False) == "http://127.0.0.1:3128"
     assert proxy_for("https://internal.example", loopback=False) is None
     assert proxy_for("https://127.0.0.1:8765", loopback=True) is None
+
+
+def test_cancel_requests_aborts_what_is_in_flight_and_keeps_the_handle() -> None:
+    with (
+        HostileGateway(silent_after(0, MODEL)) as gateway,
+        connect(MODEL, api_key=TEST_KEY, base_url=gateway.url, timeout_s=600) as policy,
+    ):
+        errors: list[BaseException] = []
+        worker = threading.Thread(target=lambda: errors.append(raised(policy.predict, OBSERVATION)))
+        worker.start()
+        assert wait_until(lambda: bool(gateway.requests))
+        assert wait_until(lambda: policy.cancel_requests() == 1 or not worker.is_alive())
+        worker.join(10)
+        assert not worker.is_alive()
+        gateway.behaviour = answer(chunk_body(MODEL))
+        prediction = policy.predict(OBSERVATION)  # the handle still works
+    assert type(errors[0]) is SequencesError and "aborted" in str(errors[0])
+    assert len(prediction.action_chunk) == CATALOGUE[MODEL].action_horizon
