@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import TEST_KEY
-from faultkit import MODEL, OBSERVATION, wait_until
+from faultkit import MODEL, OBSERVATION, harness, wait_until
 from hostile import (
     HOSTILE_EXAMPLES,
     HostileGateway,
@@ -39,7 +39,10 @@ from sequence_ai_core.limits import MAX_BODY_BYTES, MAX_STEPS
 from sequence_ai_core.sim import CATALOGUE, GatewaySimulator
 
 HZ = CATALOGUE[MODEL].control_hz
-pytestmark = pytest.mark.timeout(60)
+#: Every test also runs under faultkit's harness: no thread or socket outlives it, and the
+#: key is in no log line or output.
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("harness")]
+__all__ = ["harness"]  # the fixture, imported for pytest to find
 
 
 def raised(call: Any, *args: Any) -> BaseException:
@@ -308,7 +311,7 @@ def _encode(data: bytes, layers: list[str]) -> bytes:
     return data
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def shaped() -> Any:
     state: dict[str, Any] = {}
 

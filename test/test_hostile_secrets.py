@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import TEST_KEY
-from faultkit import MODEL, OBSERVATION
+from faultkit import MODEL, OBSERVATION, harness
 from hostile import HOSTILE_EXAMPLES, HostileGateway, Request, chunk_body, http_response
 from hypothesis import given
 from hypothesis import strategies as st
@@ -28,7 +28,9 @@ from sequence_ai_core import (
     connect,
 )
 
-pytestmark = pytest.mark.timeout(60)
+#: Under faultkit's harness too: the key in no log line or output, nothing left running.
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("harness")]
+__all__ = ["harness"]  # the fixture, imported for pytest to find
 
 
 def echo(status: int, shape: Any) -> Any:
@@ -168,7 +170,7 @@ _NESTED = st.recursive(
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def echoing() -> Any:
     state: dict[str, Any] = {}
 
