@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from bench._common import machine_note, ms, quantile, ratio, table, timed, us
-from sequence_ai_core.bodies import decoded, parse_json, redact_text
+from sequence_ai_core.bodies import decoded, parse_json
 from sequence_ai_core.limits import MAX_CHUNK_VALUES, MAX_STEPS
+from sequence_ai_core.redaction import redact_text
 from sequence_ai_core.wire import parse_prediction
 
 LOOP_HZ = 100.0

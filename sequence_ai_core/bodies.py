@@ -1,5 +1,6 @@
 """Answer bodies: read within the size cap, decoded without unbounded decompression,
-redacted of the key, parsed within the item cap. Every refusal is a ``BodyRefused``.
+parsed within the item cap (the key is redacted in ``redaction``). Every refusal is a
+``BodyRefused``.
 
 The client asks for ``Accept-Encoding: identity``; an encoded body (a proxy may compress
 anyway) is decoded one layer at a time, each layer's output bounded by ``MAX_BODY_BYTES``,
@@ -14,8 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .limits import DECODABLE_ENCODINGS, MAX_BODY_BYTES, MAX_ENCODING_LAYERS, MAX_JSON_ITEMS
-
-REDACTED = "***"
+from .redaction import redact_parsed
 
 
 class BodyRefused(Exception):
@@ -73,45 +73,6 @@ def decoded(data: bytes, content_encoding: str | None, cap: int = MAX_BODY_BYTES
             raise BodyRefused(f"content encoding {encoding[:40]!r} is not supported")
         data = _inflate(data, encoding, cap)
     return data
-
-
-def redact_text(text: str, secret: str) -> str:
-    """``text`` with the key (and a quoted ``Bearer <key>``) replaced. Done before any
-    cut, so a key straddling a cut cannot leave its first characters behind."""
-    if not secret or secret not in text:
-        return text
-    return text.replace(f"Bearer {secret}", REDACTED).replace(secret, REDACTED)
-
-
-def redact_parsed(value: Any, secret: str) -> Any:
-    """The key removed from every string and object key of parsed JSON, in place and
-    without recursion (a body nested thousands deep must not defeat it). Needed on top of
-    ``redact_text`` because JSON escapes (``\\u0073k-...``) hide the key from a text search."""
-    if not secret:
-        return value
-    if isinstance(value, str):
-        return redact_text(value, secret)
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            for i, item in enumerate(node):
-                if isinstance(item, str):
-                    node[i] = redact_text(item, secret)
-                elif isinstance(item, (list, dict)):
-                    stack.append(item)
-        elif isinstance(node, dict):
-            for key in list(node):
-                item = node[key]
-                if isinstance(key, str) and secret in key:
-                    del node[key]
-                    key = redact_text(key, secret)
-                if isinstance(item, str):
-                    item = redact_text(item, secret)
-                elif isinstance(item, (list, dict)):
-                    stack.append(item)
-                node[key] = item
-    return value
 
 
 def parse_json(text: str, secret: str = "") -> Any:

@@ -6,6 +6,7 @@ the deadline-guarded sockets of ``netguard``. Every setting it cannot use is a
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import ssl
 import urllib.request
@@ -17,6 +18,20 @@ from .errors import ConfigurationError
 from .netguard import GuardedBackend
 
 VerifyArg = bool | str | ssl.SSLContext
+
+#: Longest request deadline accepted: an hour is already far past any useful answer, and a
+#: larger (or infinite) one overflows the socket layer.
+MAX_TIMEOUT_S = 3600.0
+
+
+def checked_timeout(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+        raise ConfigurationError(
+            f"{name} must be a finite number of seconds in (0, {MAX_TIMEOUT_S:g}], got {value!r}"
+        )
+    return float(value)
 
 
 def _load(cafile: str | None = None, capath: str | None = None, *, what: str) -> ssl.SSLContext:

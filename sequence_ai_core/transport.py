@@ -15,7 +15,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import math
 import os
 import re
 import secrets
@@ -29,10 +28,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from ._version import __version__
-from .bodies import BodyRefused, declared_length, decoded, parse_json, read_capped, redact_text
-from .connections import VerifyArg, build_pool, ssl_context_for
+from .bodies import BodyRefused, declared_length, decoded, parse_json, read_capped
+from .connections import VerifyArg, build_pool, checked_timeout, ssl_context_for
 from .errors import (
-    ConfigurationError,
     InvalidResponse,
     SequencesError,
     TLSError,
@@ -40,6 +38,7 @@ from .errors import (
     error_from_response,
 )
 from .netguard import GuardedTransport, Scope
+from .redaction import LOG_REDACTION, redact_text
 
 __all__ = ["DEFAULT_BASE_URL", "Transport", "VerifyArg", "resolve_base_url", "ssl_context_for"]
 
@@ -51,9 +50,6 @@ REQUEST_ID_HEADER = "X-Seq-Request-Id"
 #: longer idle gap (between episodes) pays one handshake, which is fine.
 KEEPALIVE_EXPIRY_S = 30.0
 
-#: Longest request deadline accepted: an hour is already far past any useful answer, and a
-#: larger (or infinite) one overflows the socket layer.
-MAX_TIMEOUT_S = 3600.0
 #: Characters of an unparsable error body kept on the error, after redaction.
 ERROR_TEXT_CHARS = 2000
 
@@ -61,41 +57,6 @@ log = logging.getLogger(__name__)
 
 
 _OUR_ID = re.compile(r"r-[0-9a-f]{8}")
-#: Loggers that print what a server sent (httpcore's DEBUG traces include response headers).
-_QUOTING_LOGGERS = ("httpx", "httpcore.http11", "httpcore.connection", "httpcore.proxy")
-
-
-class _RedactingFilter(logging.Filter):
-    """Removes the keys of open transports from httpx's and httpcore's log records, so a
-    server echoing the Authorization header in a response header cannot get it logged."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.secrets: set[str] = set()
-        self._lock = threading.Lock()
-
-    def add(self, secret: str) -> None:
-        with self._lock:
-            self.secrets.add(secret)
-
-    def discard(self, secret: str) -> None:
-        with self._lock:
-            self.secrets.discard(secret)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        secrets = list(self.secrets)
-        if secrets:
-            text = record.getMessage()
-            if any(secret in text for secret in secrets):
-                for secret in secrets:
-                    text = redact_text(text, secret)
-                record.msg, record.args = text, None
-        return True
-
-
-_REDACTING = _RedactingFilter()
-for _name in _QUOTING_LOGGERS:
-    logging.getLogger(_name).addFilter(_REDACTING)
 
 
 def new_request_id() -> str:
@@ -149,16 +110,6 @@ def _tls_failure(exc: BaseException) -> ssl.SSLError | None:
     return None
 
 
-def checked_timeout(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
-    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
-        raise ConfigurationError(
-            f"{name} must be a finite number of seconds in (0, {MAX_TIMEOUT_S:g}], got {value!r}"
-        )
-    return float(value)
-
-
 class Transport:
     """A thread-safe JSON-over-HTTP client for one gateway and one key.
 
@@ -207,7 +158,7 @@ class Transport:
         self.has_key = bool(api_key)
         self._secret = api_key or ""
         if self._secret:
-            _REDACTING.add(self._secret)
+            LOG_REDACTION.add(self._secret)
         self._lock = threading.Lock()
         self._requests_sent = 0
         self._closed = False
@@ -243,7 +194,7 @@ class Transport:
         self.cancel_in_flight()
         self._client.close()
         if self._secret:
-            _REDACTING.discard(self._secret)
+            LOG_REDACTION.discard(self._secret)
 
     def request(
         self,
