@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,24 @@ def test_trickled_answer_ends_by_the_request_deadline() -> None:
     payload = http_response(200, chunk_body(MODEL))
     with (
         HostileGateway(trickle(payload, 0.05)) as gateway,
+        connect(MODEL, api_key=TEST_KEY, base_url=gateway.url, timeout_s=0.5) as policy,
+    ):
+        error = raised(policy.predict, OBSERVATION)
+    assert type(error) is Unavailable and "deadline" in str(error), error
+
+
+@pytest.mark.parametrize("where", ["status line", "headers", "body"])
+def test_a_trickle_starting_anywhere_in_the_answer_ends_by_the_deadline(where: str) -> None:
+    payload = http_response(200, chunk_body(MODEL))
+    split = {"status line": 4, "headers": payload.index(b"\r\n") + 6, "body": len(payload) - 9}
+    head, tail = payload[: split[where]], payload[split[where] :]
+
+    def behave(request: Request, sock: Any, gateway: HostileGateway) -> None:
+        sock.sendall(head)
+        trickle(tail, 0.1)(request, sock, gateway)
+
+    with (
+        HostileGateway(behave) as gateway,
         connect(MODEL, api_key=TEST_KEY, base_url=gateway.url, timeout_s=0.5) as policy,
     ):
         error = raised(policy.predict, OBSERVATION)
@@ -246,6 +265,22 @@ def test_an_unsolicited_answer_on_a_kept_alive_connection_is_never_played() -> N
     assert np.all(first.action_chunk.steps == 0.0) and np.all(third.action_chunk.steps == 0.0)
     assert type(second) is InvalidResponse and "out of step" in str(second)
     assert connections == 2
+
+
+def test_an_unsolicited_answer_arriving_on_an_idle_connection_is_never_played() -> None:
+    def late_extra(request: Request, sock: Any, gateway: HostileGateway) -> None:
+        sock.sendall(http_response(200, chunk_body(MODEL, value=0.0)))
+        if not gateway.wait(0.05):
+            sock.sendall(http_response(200, chunk_body(MODEL, value=9.0)))
+
+    with (
+        HostileGateway(late_extra) as gateway,
+        connect(MODEL, api_key=TEST_KEY, base_url=gateway.url) as policy,
+    ):
+        policy.predict(OBSERVATION)
+        time.sleep(0.3)  # the unsolicited answer arrives while the connection is idle
+        second = policy.predict(OBSERVATION)
+    assert np.all(second.action_chunk.steps == 0.0)
 
 
 def test_run_never_plays_an_unsolicited_answer() -> None:
