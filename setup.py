@@ -43,7 +43,8 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
     ],
-    install_requires=["httpx>=0.23", "numpy>=1.21", "Pillow>=9.0"],
+    # httpx 0.25 brings httpcore 1.x, whose network-backend interface carries the deadlines
+    install_requires=["httpx>=0.25", "numpy>=1.21", "Pillow>=9.0"],
     extras_require={
         "test": [
             "pytest>=7",
