@@ -43,7 +43,7 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
     ],
-    # httpx 0.25 brings httpcore 1.x, whose network-backend interface carries the deadlines
+    # httpx 0.25 (httpcore 0.18) is the oldest tested: its network backends carry the deadlines
     install_requires=["httpx>=0.25", "numpy>=1.21", "Pillow>=9.0"],
     extras_require={
         "test": [
