@@ -16,6 +16,8 @@ $(VENV)/.core: $(BIN)/python setup.py
 
 $(VENV)/.test: $(VENV)/.core setup.py
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	# The test peer sequence-ai 0.1.0 installs its own `sequence-ai` script; put ours back.
+	$(BIN)/python -m pip install -q --no-deps --force-reinstall -e .
 	touch $@
 
 demo: $(VENV)/.core

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .credentials import resolve_api_key
+from .credentials import missing_key_message, resolve_api_key
 from .engine_config import DEFAULT_MAX_IN_FLIGHT
-from .errors import ChunkExhausted, InvalidRequest, InvalidResponse, SequencesError
+from .errors import AuthError, ChunkExhausted, InvalidRequest, InvalidResponse, SequencesError
 from .limits import CONTROL_HZ_TOLERANCE, MAX_CONTROL_HZ, MIN_CONTROL_HZ
 from .runner import DEFAULT_STALL_TIMEOUT_S, run_policy
 from .transport import Transport, VerifyArg, resolve_base_url
@@ -120,6 +120,8 @@ class Policy:
     def _fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
         """One POST /v1/act. Thread-safe and unguarded: the engine calls it from workers."""
         self._check_open()
+        if not self._transport.has_key:  # the gateway would answer 401 without saying where
+            raise AuthError(missing_key_message())
         body = encode_act_request(self.model, observation, options)
         answer, request_id, latency = self._transport.request("POST", "/v1/act", json_body=body)
         prediction = parse_prediction(answer, request_id=request_id, latency_s=latency)
@@ -167,10 +169,11 @@ class Policy:
                     f"observation.images[{i}].view is {view!r}; {name} takes "
                     f"{', '.join(entry.camera_views)}"
                 )
-        missing = [v for v in entry.camera_views if v not in views]
-        if missing:
+        # A subset of the views is taken: code written for the 0.1.0 client sent one camera
+        # to two-camera models and the gateway served it. No camera at all is refused.
+        if entry.camera_views and not views:
             raise InvalidRequest(
-                f"observation.images lacks view {', '.join(map(repr, missing))}: {name} takes "
+                f"observation.images is empty: {name} takes "
                 f"{', '.join(entry.camera_views)} (one ImageFrame each)"
             )
         space = entry.raw.get("action_space")

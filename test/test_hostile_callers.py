@@ -109,8 +109,7 @@ def _obs(joints: int, frames: Any) -> Observation:
 @pytest.mark.parametrize(
     ("observation", "field"),
     [
-        (_obs(DIM - 1, ()), "observation.images lacks view"),
-        (_obs(DIM - 1, camera_frames(MODEL)[:1]), "observation.images lacks view"),
+        (_obs(DIM - 1, ()), "observation.images is empty"),
         (_obs(DIM - 1, camera_frames("pi05-droid")), "observation.images[0].view"),
         (_obs(DIM - 2, camera_frames(MODEL)), "observation.proprioception.joint_positions"),
         (_obs(DIM + 1, camera_frames(MODEL)), "observation.proprioception.joint_positions"),
@@ -126,6 +125,13 @@ def test_observations_the_catalogue_entry_cannot_take_are_refused_before_sending
     outcome = run(policy, robot, observe=lambda: observation)
     assert outcome.reason == "raised:InvalidRequest" and field in str(outcome.error)
     assert robot.events == ["hold"] and sim.stats()["act_requests"] == before
+
+
+def test_a_subset_of_the_camera_views_is_taken(policy: Policy) -> None:
+    """0.1.0-era code sent one camera to two-camera models, and the gateway served it."""
+    one_view = _obs(DIM - 1, camera_frames(MODEL)[:1])
+    outcome = run(policy, Robot(), observe=lambda: one_view, max_actions=3)
+    assert outcome.reason == "completed", outcome.summary()
 
 
 def test_observe_returning_none_forever_ends_the_run_with_a_reason(policy: Policy) -> None:
