@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from typing import Any
 
 REDACTED = "***"
@@ -60,19 +61,27 @@ class _RedactingFilter(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.secrets: set[str] = set()
+        #: key -> open transports using it (two Policies may share a key)
+        self._users: Counter[str] = Counter()
         self._lock = threading.Lock()
+
+    @property
+    def secrets(self) -> list[str]:
+        with self._lock:
+            return list(self._users)
 
     def add(self, secret: str) -> None:
         with self._lock:
-            self.secrets.add(secret)
+            self._users[secret] += 1
 
     def discard(self, secret: str) -> None:
         with self._lock:
-            self.secrets.discard(secret)
+            self._users[secret] -= 1
+            if self._users[secret] <= 0:
+                del self._users[secret]
 
     def filter(self, record: logging.LogRecord) -> bool:
-        secrets = list(self.secrets)
+        secrets = self.secrets
         if secrets:
             text = record.getMessage()
             if any(secret in text for secret in secrets):
