@@ -70,6 +70,11 @@ class _RedactingFilter(logging.Filter):
         with self._lock:
             return list(self._users)
 
+    def users(self, secret: str) -> int:
+        """Open transports whose key is ``secret``."""
+        with self._lock:
+            return self._users.get(secret, 0)
+
     def add(self, secret: str) -> None:
         with self._lock:
             self._users[secret] += 1

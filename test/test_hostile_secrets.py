@@ -239,9 +239,11 @@ def test_a_key_echoed_in_a_response_header_is_not_logged(
 def test_log_redaction_lasts_while_any_transport_with_the_key_is_open() -> None:
     from sequence_ai_core.redaction import LOG_REDACTION
 
+    before = LOG_REDACTION.users(TEST_KEY)  # other tests may leave handles open
     first = connect(MODEL, api_key=TEST_KEY, base_url="http://127.0.0.1:1")
     second = connect(MODEL, api_key=TEST_KEY, base_url="http://127.0.0.1:1")
     first.close()
+    assert LOG_REDACTION.users(TEST_KEY) == before + 1
     assert TEST_KEY in LOG_REDACTION.secrets
     second.close()
-    assert TEST_KEY not in LOG_REDACTION.secrets
+    assert LOG_REDACTION.users(TEST_KEY) == before
