@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .credentials import missing_key_message, resolve_api_key
-from .engine_config import DEFAULT_MAX_IN_FLIGHT
+from .engine_config import DEFAULT_FRESHNESS, DEFAULT_MAX_IN_FLIGHT
 from .errors import AuthError, ChunkExhausted, InvalidRequest, InvalidResponse, SequencesError
 from .limits import CONTROL_HZ_TOLERANCE, MAX_CONTROL_HZ, MIN_CONTROL_HZ
 from .runner import DEFAULT_STALL_TIMEOUT_S, run_policy
@@ -246,7 +246,7 @@ class Policy:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         startup_timeout_s: float = 0.0,
         smooth_seam: int = 0,
-        freshness: str = "fresh",
+        freshness: str = DEFAULT_FRESHNESS,
         stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
         options: Mapping[str, Any] | None = None,
     ) -> RunOutcome:

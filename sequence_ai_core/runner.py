@@ -37,6 +37,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from .engine import DEFAULT_MAX_IN_FLIGHT, EngineConfig, PlaybackEngine, PolicyLike, Tick
+from .engine_config import DEFAULT_FRESHNESS
 from .errors import SequencesError
 from .outcome import RunOutcome
 from .stops import StopState, hold_on_sigterm, interruptible, refusal
@@ -90,7 +91,7 @@ def run_policy(
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     startup_timeout_s: float = 0.0,
     smooth_seam: int = 0,
-    freshness: str = "fresh",
+    freshness: str = DEFAULT_FRESHNESS,
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     options: Mapping[str, Any] | None = None,
 ) -> RunOutcome:
