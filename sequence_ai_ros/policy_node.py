@@ -15,8 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 import rclpy
-from diagnostic_msgs.msg import DiagnosticStatus
-from diagnostic_updater import Updater
 from rcl_interfaces.msg import ParameterDescriptor  # type: ignore[import-not-found, unused-ignore]
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
@@ -30,6 +28,7 @@ from sequence_ai_core.policy import Policy, connect
 
 from . import diagnostics, params
 from .episode import Episodes
+from .health_publisher import HealthPublisher
 from .node_io import NodeIO, default_period
 from .safety import SafetyChecks, load_validator
 
@@ -41,11 +40,6 @@ _PARAM_TYPES = {
     "integer_array": Parameter.Type.INTEGER_ARRAY,
     "double_array": Parameter.Type.DOUBLE_ARRAY,
     "string_array": Parameter.Type.STRING_ARRAY,
-}
-_LEVELS = {
-    diagnostics.OK: DiagnosticStatus.OK,
-    diagnostics.WARN: DiagnosticStatus.WARN,
-    diagnostics.ERROR: DiagnosticStatus.ERROR,
 }
 
 
@@ -59,11 +53,10 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             value = _PARAM_TYPES[spec.kind] if spec.default is None else spec.default
             self.declare_parameter(spec.name, value, descriptor)
         self.episodes = Episodes()
-        # Humble's Python Updater declares `diagnostic_updater.period` unconditionally, so a
-        # second one on this node (say, on re-configure) would raise: one per node lifetime.
-        self._updater: Updater | None = None
         self._lifecycle = "unconfigured"
         self._clear()
+        # From construction on, so that an unconfigured or failed node reports too.
+        self.health = HealthPublisher(self, "policy", self._report)
 
     def _clear(self) -> None:
         self.config: params.NodeConfig | None = None
@@ -161,7 +154,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self.config = config
         self.io = NodeIO(self, config, model)
         self.io.create()
-        self._setup_diagnostics(config)
+        self.health.hardware_id = config.hardware_id
         self._lifecycle = "inactive"
         self.get_logger().info(
             f"configured {model.id}: {model.action_dim} dims at {model.control_hz:g} Hz, "
@@ -184,12 +177,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             validator=validator,
             validator_name=config.validator,
         )
-
-    def _setup_diagnostics(self, config: params.NodeConfig) -> None:
-        if self._updater is None:
-            self._updater = Updater(self)
-            self._updater.add("policy", self._diagnose)
-        self._updater.setHardwareID(config.hardware_id)
 
     def _activate(self) -> bool:
         assert self.config is not None
@@ -216,7 +203,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._teardown()
 
     def _teardown(self) -> bool:
-        """Undo configure (the diagnostics updater stays; see __init__)."""
+        """Undo configure (diagnostics keep reporting)."""
         self._deactivate("cleanup")
         if self.io is not None:
             self.io.destroy()
@@ -279,8 +266,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             else self.get_logger().error
         )
         log(self._redact(f"{text}; {self._last_outcome!r}"))
-        if self._updater is not None:
-            self._updater.force_update()
+        self.health.publish_now()
         return True
 
     def on_estop(self, engaged: bool) -> None:
@@ -291,8 +277,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             self.stop_episode("estop")
         if engaged and not was_latched:
             self.get_logger().warning("e-stop engaged: latched until released")
-        if self._updater is not None:
-            self._updater.force_update()
+        self.health.publish_now()
 
     # ------------------------------------------------------------------ control loop
 
@@ -338,7 +323,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
     def _redact(self, text: object) -> str:
         return diagnostics.redact(str(text), self._secret)
 
-    def _diagnose(self, stat: Any) -> Any:
+    def _report(self) -> tuple[int, str, list[tuple[str, str]]]:
         health = diagnostics.Health(
             lifecycle=self._lifecycle,
             model=self.config.model if self.config else "",
@@ -356,11 +341,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             gateway=self._policy.base_url if self._policy else "",
             requests_sent=self._policy.requests_sent if self._policy else None,
         )
-        level, message, values = diagnostics.evaluate(health)
-        stat.summary(_LEVELS[level], message)
-        for key, value in values:
-            stat.add(key, value)
-        return stat
+        return diagnostics.evaluate(health)
 
 
 def main(args: list[str] | None = None) -> None:

@@ -100,7 +100,7 @@ def test_node_episode_stops_once_on_fault(
     published = len(ros.messages("/action"))
     ros.spin_for(0.2)
     assert len(ros.messages("/action")) == published  # nothing moves after the stop
-    node._updater.force_update()
+    node.health.publish_now()
     status = last_status(ros)
     error_class = reason.split(":")[1]
     assert status.level == level and error_class in status.message

@@ -57,7 +57,8 @@ def test_bad_parameter_leaves_node_unconfigured(
     errors = [text for level, text in node.log_records if level == "ERROR"]
     assert len(errors) == 1 and f"parameter '{named}'" in errors[0]
     assert TEST_KEY not in errors[0]
-    assert node.subscriptions == [] and node.services == [] and node.publishers == []
+    assert node.subscriptions == [] and node.services == []
+    assert [p.topic_name for p in node.publishers] == ["/diagnostics"]  # health, always
     if named != "api_key":
         fixed = {"output_type": "float64_multi_array", "joint_names": JOINTS}
         fixed.update({"camera_topics": [f"camera/{v}/image_raw/compressed" for v in VIEWS]})
@@ -73,7 +74,7 @@ def test_stale_inputs_send_nothing_and_say_which(ros: Graph, sim: GatewaySimulat
     assert node.start_episode() is None
     ros.spin_for(0.4)
     assert sim.stats()["act_requests"] == 0
-    node._updater.force_update()
+    node.health.publish_now()
     status = last_status(ros)
     assert status.level == b"\x02" and "no joint_states received yet" in status.message
     assert status_values(status)["input_problem"] == "no joint_states received yet"
@@ -92,7 +93,7 @@ def test_out_of_credit_stops_holds_once_and_reports(
         reached = ros.spin_for(SPIN_LIMIT_S, until=lambda: not node.episodes.running)
         assert reached and node.episodes.last_end.reason == "raised:OutOfCredit"
         assert list(ros.messages("/action")[-1].data) == [0.0] * 7 and driver.hold_calls == 1
-        node._updater.force_update()
+        node.health.publish_now()
         status = last_status(ros)
         assert status.level == b"\x02" and "OutOfCredit" in status.message
         assert status_values(status)["last.reason"] == "raised:OutOfCredit"
@@ -142,7 +143,7 @@ def test_underrun_holds_once_per_spell(ros: Graph, sim: GatewaySimulator) -> Non
     moving = max(i for i, c in enumerate(commands) if any(v != 0.0 for v in c))
     assert commands[moving + 1 :] == [[0.0] * 7]  # one zero-velocity hold for the whole spell
     assert driver.hold_calls == 0  # an underrun is not an early stop
-    node._updater.force_update()
+    node.health.publish_now()
     status = last_status(ros)
     assert status.level == b"\x01" and "underruns" in status.message
 

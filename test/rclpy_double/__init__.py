@@ -28,6 +28,7 @@ _OWN_MODULES = (
     "sequence_ai_ros.policy_node",
     "sequence_ai_ros.node_io",
     "sequence_ai_ros.sim_arm_node",
+    "sequence_ai_ros.health_publisher",
 )
 
 
