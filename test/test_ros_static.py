@@ -25,10 +25,20 @@ ROOT = Path(__file__).resolve().parents[1]
 # rclpy-intellisense is installed outside sys.path (`pip install --target`, see the Makefile):
 # its `rclpy/` is Humble's sources, not runnable, and would shadow a real rclpy.
 RCLPY = Path(os.environ.get("SEQUENCE_AI_HUMBLE_RCLPY", ROOT / ".venv" / "humble-rclpy" / "rclpy"))
-ROS_FILES = ["policy_node.py", "node_io.py", "sim_arm_node.py", "health_publisher.py"]
+ROS_FILES = [
+    "policy_node.py",
+    "node_io.py",
+    "sim_arm_node.py",
+    "health_publisher.py",
+    "rclpy_guards.py",
+]
 MESSAGE_FILES = [*ROS_FILES, "conversions.py"]
 # Humble std_srvs/srv/Trigger.srv (rosbags has no .srv files): request empty, then response.
-SERVICES = {"std_srvs/srv/Trigger": {"Request": [], "Response": ["success", "message"]}}
+SERVICES = {
+    "std_srvs/srv/Trigger": {"Request": [], "Response": ["success", "message"]},
+    # Humble lifecycle_msgs/srv/ChangeState.srv: Transition transition --- bool success
+    "lifecycle_msgs/srv/ChangeState": {"Request": ["transition"], "Response": ["success"]},
+}
 
 # `make test` names the directory and so requires it; elsewhere (colcon) the check is optional.
 pytestmark = pytest.mark.skipif(

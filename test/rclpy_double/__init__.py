@@ -1,7 +1,7 @@
 """A small test double of the rclpy surface the project's nodes use (rclpy 3.3.15 / Humble).
 
-``install()`` puts ``rclpy``, ``rclpy.lifecycle``, ``rclpy.qos``, ..., the message packages and
-``diagnostic_updater`` into ``sys.modules`` and removes them again afterwards, so a later
+``install()`` puts ``rclpy``, ``rclpy.lifecycle``, ``rclpy.qos``, ..., and the message packages
+into ``sys.modules`` and removes them again afterwards, so a later
 ``pytest.importorskip("rclpy")`` still skips. Message classes come from Humble's real
 definitions (see messages.py). Signatures are those of rclpy 3.3.15; test_ros_static.py checks
 the production code against rclpy's own sources, not against this double.
@@ -20,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from . import diagnostics, entities, messages, node, parameters
+from . import entities, messages, node, parameters
 from .graph import Graph
 
 MSGS: dict[str, Any] = {}
@@ -29,6 +29,7 @@ _OWN_MODULES = (
     "sequence_ai_ros.node_io",
     "sequence_ai_ros.sim_arm_node",
     "sequence_ai_ros.health_publisher",
+    "sequence_ai_ros.rclpy_guards",
 )
 
 
@@ -194,9 +195,12 @@ def install() -> Iterator[Graph]:
     MSGS["ParameterDescriptor"] = modules["rcl_interfaces.msg"].ParameterDescriptor
     MSGS["Time"] = modules["builtin_interfaces.msg"].Time
     modules.update(_rclpy_modules(graph))
-    modules["diagnostic_updater"] = _module(
-        "diagnostic_updater", **diagnostics.build(modules["diagnostic_msgs.msg"])
+    # Only its type is looked at (rclpy_guards finds the lifecycle ChangeState service by it;
+    # the double's lifecycle has no services).
+    modules["lifecycle_msgs.srv"] = _module(
+        "lifecycle_msgs.srv", ChangeState=type("ChangeState", (), {})
     )
+    modules["lifecycle_msgs"].__path__ = []  # type: ignore[attr-defined]
     clashes = [name for name in modules if name in sys.modules]
     assert not clashes, f"real modules present, refusing to shadow them: {clashes[:5]}"
     sys.modules.update(modules)

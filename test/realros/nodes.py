@@ -15,8 +15,9 @@ from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from sequence_ai_core.sim import GatewaySimulator
+from sequence_ai_core.sim.catalogue import find_model
 
-from . import JOINTS, START_S, VIEWS, RosProcess, Tier, wait_for
+from . import START_S, RosProcess, Tier, wait_for
 
 TRANSITIONS = {
     "configure": Transition.TRANSITION_CONFIGURE,
@@ -34,17 +35,21 @@ NODE = "sequence_ai"
 
 
 def policy_params(sim: GatewaySimulator, tier: Tier, **changes: Any) -> dict[str, Any]:
+    """Parameters that wire the node to ``sim_arm`` for the model (default pi05-droid)."""
     compressed = changes.pop("compressed", True)
     suffix = "image_raw/compressed" if compressed else "image_raw"
+    model = find_model(str(changes.get("model", ""))) or find_model("pi05-droid")
+    assert model is not None
+    views = list(model.camera_views)
     values: dict[str, Any] = {
         "base_url": sim.url,
-        "joint_names": JOINTS,
+        "joint_names": [f"joint_{i + 1}" for i in range(model.joint_count)],
         "gripper_joint": "gripper",
         "gripper_dims": 1,
         "gripper_topic": "gripper_command",
-        "camera_views": VIEWS,
-        "camera_topics": [f"camera/{v}/{suffix}" for v in VIEWS],
-        "camera_encodings": ["compressed" if compressed else "raw"] * len(VIEWS),
+        "camera_views": views,
+        "camera_topics": [f"camera/{v}/{suffix}" for v in views],
+        "camera_encodings": ["compressed" if compressed else "raw"] * len(views),
         "image_size": [64, 64],
         "max_actions": 500,
         "hardware_id": tier.namespace,  # tells this test's status from any other on /diagnostics
