@@ -95,6 +95,14 @@ class InputStore:
             return f"joint_states is {age:.2f} s old (max_observation_age_s={max_age_s:g})"
         return None
 
+    def arm_stale(self, max_age_s: float, waited_s: float) -> str | None:
+        """Why motion must end now: the arm reading is unusable or older than ``max_age_s``;
+        None while it is fresh. Before the first reading, ``waited_s`` (time since the episode
+        started) up to ``max_age_s`` is not stale: discovery takes a moment."""
+        if self._joints is None and waited_s <= max_age_s:
+            return None
+        return self.arm_problem(max_age_s)
+
     def measured_arm(self, max_age_s: float | None = None) -> FloatArray | None:
         """Latest arm joint positions, or None if there is none as fresh as ``max_age_s``.
         Targets built on a frozen reading (a stalled driver) would pull the arm back."""

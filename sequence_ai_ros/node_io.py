@@ -18,6 +18,11 @@ from typing import Any
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+try:  # Jazzy (rclpy 7.1); importing rclpy.qos_event there warns that it is deprecated
+    from rclpy.event_handler import SubscriptionEventCallbacks
+except ImportError:  # Humble (rclpy 3.3)
+    from rclpy.qos_event import SubscriptionEventCallbacks
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Bool, Float64MultiArray, MultiArrayDimension, String
 from std_srvs.srv import Trigger
@@ -114,8 +119,9 @@ class NodeIO:
             durability=DurabilityPolicy.VOLATILE,
         )
         for qos in (latched, anyone):
-            self._sub(String, "instruction", self._on_instruction, qos)
-            self._sub(Bool, "estop", self._on_estop, qos)
+            events = self._covered(qos is latched)
+            self._sub(String, "instruction", self._on_instruction, qos, events)
+            self._sub(Bool, "estop", self._on_estop, qos, events)
         start = node.create_service(Trigger, "~/start_episode", self._on_start)
         stop = node.create_service(Trigger, "~/stop", self._on_stop)
         self._entities += [(node.destroy_service, start), (node.destroy_service, stop)]
@@ -128,9 +134,31 @@ class NodeIO:
         self._entities.append((self.node.destroy_lifecycle_publisher, publisher))
         return publisher
 
-    def _sub(self, msg_type: Any, topic: str, callback: Any, qos: QoSProfile) -> None:
-        subscription = self.node.create_subscription(msg_type, topic, callback, qos)
+    def _sub(
+        self, msg_type: Any, topic: str, callback: Any, qos: QoSProfile, events: Any = None
+    ) -> None:
+        subscription = self.node.create_subscription(
+            msg_type, topic, callback, qos, event_callbacks=events
+        )
         self._entities.append((self.node.destroy_subscription, subscription))
+
+    def _covered(self, latched: bool) -> Any:
+        """rclpy's default handler warns "offering incompatible QoS. No messages will be
+        received from it" when a volatile publisher meets the latched subscription, which an
+        operator reads as a broken e-stop; the twin subscription does receive it. Say so once."""
+        if not latched:
+            return None
+        said = []
+
+        def covered(event: Any) -> None:
+            if not said:
+                said.append(True)
+                self.node.get_logger().info(
+                    "a volatile publisher on estop/instruction is received by the node's "
+                    "best-effort volatile subscription (the latched one cannot match it)"
+                )
+
+        return SubscriptionEventCallbacks(incompatible_qos=covered)
 
     def destroy(self) -> None:
         for destroy, entity in reversed(self._entities):

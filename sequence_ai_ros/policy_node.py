@@ -23,6 +23,7 @@ from sequence_ai_core.credentials import resolve_api_key
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.errors import SequencesError
 from sequence_ai_core.policy import Policy, connect
+from sequence_ai_core.types import ABSOLUTE_SPACES
 
 from . import diagnostics, params, rclpy_guards
 from .episode import Episodes
@@ -61,6 +62,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._default_period = 0.0
         self._last_outcome: Any = None
         self._last_error: BaseException | None = None
+        self._episode_started = 0.0
 
     # ------------------------------------------------------------------ transitions
 
@@ -240,6 +242,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if problem:
             return problem
         self.engine = PlaybackEngine(self._policy, engine_config, clock=time.monotonic)
+        self._episode_started = time.monotonic()
         self._last_error = None
         assert self.io is not None
         self.io.begin_episode()
@@ -254,7 +257,10 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if end is None:
             return False
         assert self.io is not None
-        self.io.hold(early=end.early)
+        # A completed absolute plan ends on its last target, which holds by itself: a hold at
+        # the measured position would be one more command, a small step back.
+        if end.early or self.io.action_space not in ABSOLUTE_SPACES:
+            self.io.hold(early=end.early)
         if self.engine is not None:
             self._last_outcome = self.engine.outcome(reason=reason, stopped_early=end.early)
             # Never block the executor on an HTTP exchange still in flight (up to timeout_s).
@@ -303,6 +309,15 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
     def on_tick(self) -> None:
         engine, io, safety = self.engine, self.io, self._safety
         if engine is None or io is None or safety is None or not self.episodes.running:
+            return
+        # One rule for every output type: an arm state older than max_observation_age_s ends
+        # motion and the episode at this tick, i.e. within that age plus one control period of
+        # the last reading. A plan must not play on (or a target be built) on a frozen reading.
+        assert self.config is not None
+        waited = time.monotonic() - self._episode_started
+        stale = io.inputs.arm_stale(self.config.max_observation_age_s, waited)
+        if stale is not None:
+            self.stop_episode("stale_input", detail=stale)
             return
         try:
             tick = engine.tick(time.monotonic(), io.inputs.observe)

@@ -231,7 +231,7 @@ def test_stale_joint_states_stop_before_a_target_is_anchored_on_them(
     live[0] = False  # the driver stalls; its last reading stays at 0.1
     assert ros.spin_for(3.0, until=lambda: not node.episodes.running)
     end = node.episodes.last_end
-    assert end.reason == "validate" and "joint_states is" in end.detail and "old" in end.detail
+    assert end.reason == "stale_input" and "joint_states is" in end.detail and "old" in end.detail
     commands = ros.messages("/action")
     hold, last = commands[-1].points[0], commands[-2].points[0]
     assert list(hold.velocities) == [0.0] * 7

@@ -166,6 +166,10 @@ def _rclpy_modules(graph: Graph) -> dict[str, types.ModuleType]:
             **{k: v for k, v in vars(parameters).items() if k.endswith("Exception")},
         ),
         "rclpy.time": _module("rclpy.time", Time=entities.Time),
+        # Humble's module (Jazzy's is rclpy.event_handler); only its constructor is used.
+        "rclpy.qos_event": _module(
+            "rclpy.qos_event", SubscriptionEventCallbacks=entities.SubscriptionEventCallbacks
+        ),
         "rclpy.signals": _module("rclpy.signals", SignalHandlerOptions=SignalHandlerOptions),
     }
     rclpy = _module("rclpy", init=init, shutdown=shutdown, try_shutdown=try_shutdown, ok=ok)

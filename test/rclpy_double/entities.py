@@ -221,3 +221,18 @@ class TransitionCallbackReturn(Enum):
     SUCCESS = 0
     FAILURE = 1
     ERROR = 2
+
+
+class SubscriptionEventCallbacks:
+    """rclpy.qos_event.SubscriptionEventCallbacks (3.3.15): keyword-only callbacks."""
+
+    def __init__(
+        self,
+        *,
+        deadline: Any = None,
+        incompatible_qos: Any = None,
+        liveliness: Any = None,
+        message_lost: Any = None,
+        use_default_callbacks: bool = True,
+    ) -> None:
+        self.incompatible_qos = incompatible_qos

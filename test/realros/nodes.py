@@ -119,12 +119,14 @@ class PolicyNode:
         answer = self.trigger("start_episode")
         assert answer.success, answer.message
 
-    def estop(self, engaged: bool, *, latched: bool = True) -> None:
-        """Publish on /estop as a latched (reliable + transient local) or a default publisher."""
+    def estop(self, engaged: bool, *, latched: bool = True, matched: bool = True) -> None:
+        """Publish on estop as a latched (reliable + transient local) or a default publisher;
+        ``matched``: once the node's subscriptions are there (else it must see it on join)."""
         kind = "latched" if latched else "default"
         if kind not in self._estop_pubs:
             publisher = self.probe.publisher(Bool, "estop", LATCHED if latched else 10)
-            self.probe.matched(publisher, 1)
+            if matched:
+                self.probe.matched(publisher, 1)
             self._estop_pubs[kind] = publisher
         self._estop_pubs[kind].publish(Bool(data=engaged))
 
