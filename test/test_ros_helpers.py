@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import humble_messages as messages
 import numpy as np
 import pytest
 from PIL import Image as PILImage
-from rclpy_double import messages
 
 from sequence_ai_core.errors import OutOfCredit, Unavailable
 from sequence_ai_ros import conversions as conv

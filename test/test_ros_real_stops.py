@@ -8,14 +8,12 @@ type, gateway errors, and the diagnostics levels and key-values each one leaves.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
 from realros import Tier, tier, wait_for
-from realros.nodes import NODE, PolicyNode, sim_arm
+from realros.nodes import NODE, HoldServer, PolicyNode, sim_arm
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from sequence_ai_core.sim import GatewaySimulator
@@ -29,19 +27,6 @@ OUTPUTS = {
     "joint_trajectory": JointTrajectory,
     "joint_state": JointState,
 }
-
-
-class HoldServer:
-    """The arm driver's std_srvs/Trigger hold service, served by the probe."""
-
-    def __init__(self, tier: Tier) -> None:
-        self.calls = 0
-        tier.probe.node.create_service(Trigger, "arm/hold", self._serve)
-
-    def _serve(self, request: Any, response: Any) -> Any:
-        self.calls += 1
-        response.success, response.message = True, "holding"
-        return response
 
 
 @pytest.mark.parametrize("latched", [True, False], ids=["transient_local", "default_qos"])

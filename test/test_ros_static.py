@@ -403,3 +403,25 @@ def test_fields_read_in_callbacks_exist(msgdefs: dict) -> None:  # type: ignore[
                     messages.check_path(typed[chain[0]], chain[1], f"{file}:{node.lineno}")
                     checked += 1
     assert checked >= 15  # joint_states, images, instruction, estop, Trigger responses
+
+
+def test_main_calls_rclpy_init_and_spin_once_as_humble_defines_them() -> None:
+    init_source = (RCLPY / "__init__.py").read_text()
+    init = next(
+        n
+        for n in ast.parse(init_source).body
+        if isinstance(n, ast.FunctionDef) and n.name == "init"
+    )
+    accepted = {a.arg for a in init.args.kwonlyargs}
+    main = next(
+        n
+        for n in parse(ROOT / "sequence_ai_ros" / "policy_node.py").body
+        if isinstance(n, ast.FunctionDef) and n.name == "main"
+    )
+    found = {ast.unparse(c.func): c for c in ast.walk(main) if isinstance(c, ast.Call)}
+    keywords = {k.arg: ast.unparse(k.value) for k in found["rclpy.init"].keywords}
+    assert set(keywords) <= accepted
+    assert keywords["signal_handler_options"] == "SignalHandlerOptions.NO"
+    assert "SignalHandlerOptions.NO" in init_source  # a pybind11 enum: its members show here
+    assert "from rclpy.utilities import ok" in init_source  # rclpy.ok()
+    assert [k.arg for k in found["executor.spin_once"].keywords] == ["timeout_sec"]

@@ -195,3 +195,16 @@ def sim_arm(
         },
         remaps={"command": "action"},
     )
+
+
+class HoldServer:
+    """The arm driver's std_srvs/Trigger hold service, served by the probe."""
+
+    def __init__(self, tier: Tier) -> None:
+        self.calls = 0
+        tier.probe.node.create_service(Trigger, "arm/hold", self._serve)
+
+    def _serve(self, request: Any, response: Any) -> Any:
+        self.calls += 1
+        response.success, response.message = True, "holding"
+        return response
