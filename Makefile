@@ -53,9 +53,9 @@ typecheck: $(VENV)/.test
 pytest: $(VENV)/.test
 	SEQUENCE_AI_HUMBLE_RCLPY=$(HUMBLE_RCLPY)/rclpy $(BIN)/python -m pytest -q -m "not soak and not ros"
 
-# The node as shipped on real rclpy, in separate processes; refuses to skip (see test/realros).
+# The node as shipped on real rclpy, in separate processes; refuses to skip (test/realros).
 pytest-ros: $(ROS_VENV)/.ros
-	SEQUENCE_AI_REAL_ROS=required $(ROS_BIN)/python -m pytest -q -m ros
+	SEQUENCE_AI_REAL_ROS=required $(ROS_BIN)/python -m pytest -q -m ros test/test_ros_real_*.py
 
 test: lint typecheck pytest pytest-ros
 
