@@ -24,8 +24,11 @@ def _real_rclpy() -> bool:
 
 # The real-ROS tier runs where rclpy does (`make pytest-ros`, colcon in a ROS container); in
 # the plain venv it is not collected at all rather than reported as skipped.
+collect_ignore_glob = []
 if not _real_rclpy() and os.environ.get("SEQUENCE_AI_REAL_ROS") != "required":
-    collect_ignore_glob = ["test_ros_real_*.py"]
+    collect_ignore_glob.append("test_ros_real_*.py")
+if importlib.util.find_spec("launch_testing") is None:  # no wheel: ROS containers only
+    collect_ignore_glob.append("test_ros_launch.py")
 
 
 @pytest.fixture

@@ -4,7 +4,9 @@ catalogue. Everything else runs the node as its own process (the other test_ros_
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -106,3 +108,13 @@ def test_a_catalogue_entry_without_horizon_or_rate(
     run.spin_until(lambda: len(run.actions) >= 3)
     assert node.stop_episode("stopped", detail="test")
     run.spin_until(lambda: len(run.actions) >= 4 and not any(run.actions.snapshot()[-1].data[:7]))
+
+
+def test_the_imported_rclpy_is_real_and_nothing_shadows_it() -> None:
+    """rclpy-intellisense (Humble's sources, not runnable) installs a top-level rclpy/; it
+    lives in .venv/humble-rclpy for the static check, never in an environment that runs."""
+    import rclpy
+
+    assert any(Path(rclpy.__file__).parent.glob("_rclpy_pybind11*")), rclpy.__file__
+    with pytest.raises(importlib.metadata.PackageNotFoundError):
+        importlib.metadata.version("rclpy-intellisense")
