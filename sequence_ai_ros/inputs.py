@@ -95,11 +95,11 @@ class InputStore:
             return f"joint_states is {age:.2f} s old (max_observation_age_s={max_age_s:g})"
         return None
 
-    def arm_stale(self, max_age_s: float, waited_s: float) -> str | None:
+    def arm_stale(self, max_age_s: float) -> str | None:
         """Why motion must end now: the arm reading is unusable or older than ``max_age_s``;
-        None while it is fresh. Before the first reading, ``waited_s`` (time since the episode
-        started) up to ``max_age_s`` is not stale: discovery takes a moment."""
-        if self._joints is None and waited_s <= max_age_s:
+        None while it is fresh, and None before the first one (without a reading no request
+        is sent, so nothing moves; ``observe`` names the missing input meanwhile)."""
+        if self._joints is None:
             return None
         return self.arm_problem(max_age_s)
 

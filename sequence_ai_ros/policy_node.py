@@ -62,7 +62,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._default_period = 0.0
         self._last_outcome: Any = None
         self._last_error: BaseException | None = None
-        self._episode_started = 0.0
 
     # ------------------------------------------------------------------ transitions
 
@@ -242,7 +241,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if problem:
             return problem
         self.engine = PlaybackEngine(self._policy, engine_config, clock=time.monotonic)
-        self._episode_started = time.monotonic()
         self._last_error = None
         assert self.io is not None
         self.io.begin_episode()
@@ -314,8 +312,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         # motion and the episode at this tick, i.e. within that age plus one control period of
         # the last reading. A plan must not play on (or a target be built) on a frozen reading.
         assert self.config is not None
-        waited = time.monotonic() - self._episode_started
-        stale = io.inputs.arm_stale(self.config.max_observation_age_s, waited)
+        stale = io.inputs.arm_stale(self.config.max_observation_age_s)
         if stale is not None:
             self.stop_episode("stale_input", detail=stale)
             return

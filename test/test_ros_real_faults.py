@@ -136,11 +136,12 @@ def test_no_joint_states_sends_nothing_and_says_so(tier: Tier, sim: GatewaySimul
     actions = tier.probe.listen(Float64MultiArray, "action")
     node.bring_up()
     node.start_episode()
-    end = node.episode_end(1)
-    assert end["last.reason"] == "stale_input"
     status = node.status_where(lambda s: "no joint_states received yet" in s.message, "why")
     assert status.level == ERROR
+    assert node.values(status)["input_problem"] == "no joint_states received yet"
+    assert node.values(status)["episode_running"] == "True"  # waiting; nothing can move
     assert sim.stats()["act_requests"] == 0 and len(actions) == 0
+    assert node.trigger("stop").success
 
 
 def test_a_first_absolute_target_far_from_the_arm_is_refused(

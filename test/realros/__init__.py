@@ -235,6 +235,9 @@ class Tier:
         self.probe.close()
         for process in reversed(self.processes):
             process.stop()
+        for process in self.processes:  # pytest shows this only for a failed test
+            print(f"----- {process.log.name} (exit {process.popen.returncode})")
+            print(process.output()[-6000:])
 
 
 _counter = iter(range(1, 1_000_000))
