@@ -74,7 +74,8 @@ def test_an_invalid_transition_is_refused_and_the_node_lives(
 
 def _parameter(node: PolicyNode, name: str) -> object:
     request = GetParameters.Request(names=[name])
-    value = node.probe.call(GetParameters, "sequence_ai/get_parameters", request).values[0]
+    answer = node.probe.call(GetParameters, "sequence_ai/get_parameters", request, idempotent=True)
+    value = answer.values[0]
     return {
         ParameterType.PARAMETER_DOUBLE: value.double_value,
         ParameterType.PARAMETER_INTEGER: value.integer_value,

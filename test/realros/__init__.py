@@ -180,6 +180,7 @@ class Probe:
         self.node = rclpy.create_node("probe", namespace=namespace, context=context)
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
+        self._clients: dict[tuple[Any, str], Any] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name="probe-spin", daemon=True)
         self._thread.start()
@@ -202,15 +203,38 @@ class Probe:
     def publisher(self, msg_type: Any, topic: str, qos: Any = 10) -> Any:
         return self.node.create_publisher(msg_type, topic, qos)
 
-    def call(self, srv_type: Any, name: str, request: Any = None, timeout_s: float = WAIT_S) -> Any:
-        client = self.node.create_client(srv_type, name)
-        try:
-            assert client.wait_for_service(timeout_sec=timeout_s), f"service {name} not up"
+    def call(
+        self,
+        srv_type: Any,
+        name: str,
+        request: Any = None,
+        timeout_s: float = WAIT_S,
+        *,
+        idempotent: bool = False,
+    ) -> Any:
+        """Call a service and wait for the answer. One client per service, kept: Fast DDS
+        drops a response ("failed to send response (timeout)") sent before the server has
+        matched the client's response reader, which a fresh client risks on every call, so a
+        new client also waits a moment after the service shows up. ``idempotent`` calls
+        (queries) are sent again if unanswered."""
+        key = (srv_type, name)
+        client = self._clients.get(key)
+        if client is None:
+            client = self.node.create_client(srv_type, name)
+            assert client.wait_for_service(timeout_sec=START_S), f"service {name} not up"
+            time.sleep(0.3)
+            self._clients[key] = client
+        attempts = 3 if idempotent else 1
+        for attempt in range(attempts):
             future = client.call_async(request if request is not None else srv_type.Request())
-            wait_for(future.done, timeout_s, f"answer from {name}")
-            return future.result()
-        finally:
-            self.node.destroy_client(client)
+            try:
+                wait_for(future.done, timeout_s / attempts, f"answer from {name}")
+                return future.result()
+            except AssertionError:
+                client.remove_pending_request(future)
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def matched(self, publisher: Any, count: int = 1) -> None:
         wait_for(lambda: publisher.get_subscription_count() >= count, WAIT_S, "a subscriber")
