@@ -85,11 +85,11 @@ def _parameter(node: PolicyNode, name: str) -> object:
 def test_an_integer_for_a_double_parameter_is_taken(tier: Tier, sim: GatewaySimulator) -> None:
     sim_arm(tier)
     # `-p control_hz:=15`, the way everyone writes it; and an integer list for a double list.
-    node = PolicyNode(tier, sim, max_actions=5, control_hz=15, max_observation_age_s=1,
+    node = PolicyNode(tier, sim, max_actions=5, control_hz=15, max_observation_age_s=3,
                       max_step=[2, 2, 2, 2, 2, 2, 2, 2])  # fmt: skip
     node.bring_up()
     assert _parameter(node, "control_hz") == 15.0
-    assert _parameter(node, "max_observation_age_s") == 1.0
+    assert _parameter(node, "max_observation_age_s") == 3.0
     node.start_episode()
     assert node.episode_end(1)["last.reason"] == "completed"
 

@@ -148,7 +148,7 @@ def test_stale_joint_states_end_motion_and_the_episode(
     """The one rule, every output type: joint_states older than max_observation_age_s ends
     the episode (reason stale_input) within that age plus a control period; no more motion."""
     arm = sim_arm(tier, model=model, command_type=output)
-    max_age = 0.3
+    max_age = 0.5
     joint = output != "float64_multi_array"
     node = PolicyNode(
         tier, sim, model=model, output_type=output, max_observation_age_s=max_age,
