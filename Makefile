@@ -1,5 +1,6 @@
 # Two entry points that work on a fresh machine: `make demo` and `make test`.
-# Each creates .venv on first use. Python 3.10 (what ROS 2 Humble runs) is preferred when present.
+# Each creates .venv on first use (`make test` also .venv-ros, real ROS 2 Jazzy from PyPI wheels).
+# Python 3.10 (what ROS 2 Humble runs) is preferred when present.
 PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.10.*/bin/python3.10) $(shell command -v python3.10 2>/dev/null) python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -27,6 +28,8 @@ $(VENV)/.core: $(BIN)/python setup.py
 
 $(VENV)/.test: $(VENV)/.core setup.py
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	# The test peer sequence-ai 0.1.0 installs its own `sequence-ai` script; put ours back.
+	$(BIN)/python -m pip install -q --no-deps --force-reinstall -e .
 	$(BIN)/python -m pip uninstall -q -y rclpy-intellisense 2>/dev/null || true
 	$(BIN)/python -m pip install -q --no-deps --upgrade --target $(HUMBLE_RCLPY) rclpy-intellisense==1.2.0
 	touch $@

@@ -1,12 +1,16 @@
 """One setup.py for two audiences.
 
-colcon builds it as the ament_python package ``sequence_ai_ros`` (see setup.cfg for the ament
-script directory); ``pip install .`` gives plain Python users ``sequence_ai_core`` and the
-``sequence-ai`` command without any ROS installed.
+colcon builds it as the ament_python package ``sequence_ai_ros``; ``pip install .`` gives plain
+Python users ``sequence_ai_core`` and the ``sequence-ai`` command without any ROS installed.
+
+The two differ only in where executables go, and that is decided here rather than in
+setup.cfg, because setup.cfg applies to every build: its ``[install] install_scripts`` put
+``sequence-ai`` in ``<venv>/lib/sequence_ai_ros`` (off PATH) for a plain ``pip install .``.
 """
 
 import os
 import re
+import sys
 from glob import glob
 from pathlib import Path
 
@@ -18,14 +22,32 @@ VERSION = re.search(
     r'__version__ = "([^"]+)"', (HERE / "sequence_ai_core" / "_version.py").read_text()
 ).group(1)
 
-# The node executables only make sense where ROS 2 is sourced (colcon always builds so);
-# a plain `pip install .` gets the `sequence-ai` command alone.
+# colcon builds where ROS 2 is sourced, running setup.py itself (not a wheel). There,
+# `ros2 run` looks for executables in lib/<package>, and colcon puts <prefix>/bin on PATH,
+# so `sequence-ai` goes to both. A plain `pip install .` gets the `sequence-ai` command
+# alone, in the environment's bin.
+ROS_SOURCED = bool(os.environ.get("AMENT_PREFIX_PATH"))
+# pip (any version, through pyproject.toml) builds a wheel, whose scripts go to bin anyway.
+WHEEL_BUILD = any(command in sys.argv for command in ("bdist_wheel", "dist_info", "editable_wheel"))
 CONSOLE_SCRIPTS = ["sequence-ai = sequence_ai_core.cli:main"]
-if os.environ.get("AMENT_PREFIX_PATH"):
+COMMAND_OPTIONS: dict[str, dict[str, str]] = {}
+DATA_FILES = [
+    ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+    (f"share/{PACKAGE}", ["package.xml"]),
+    (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
+    (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+]
+if ROS_SOURCED:
     CONSOLE_SCRIPTS += [
         "policy_node = sequence_ai_ros.policy_node:main",
         "sim_arm_node = sequence_ai_ros.sim_arm_node:main",
     ]
+if ROS_SOURCED and not WHEEL_BUILD:
+    COMMAND_OPTIONS = {
+        "develop": {"script_dir": f"$base/lib/{PACKAGE}"},
+        "install": {"install_scripts": f"$base/lib/{PACKAGE}"},
+    }
+    DATA_FILES.append(("bin", ["scripts/sequence-ai"]))
 
 setup(
     name=PACKAGE,
@@ -37,12 +59,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["sequence_ai_core", "sequence_ai_core.*", PACKAGE]),
     package_data={"sequence_ai_core": ["py.typed"]},
-    data_files=[
-        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
-        (f"share/{PACKAGE}", ["package.xml"]),
-        (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
-        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
-    ],
+    data_files=DATA_FILES,
     install_requires=["httpx>=0.23", "numpy>=1.21", "Pillow>=9.0"],
     extras_require={
         "test": [
@@ -54,9 +71,14 @@ setup(
             "rosbags>=0.9.20",
             "PyYAML>=6",
             "types-PyYAML",
+            # The released client this package descends from, run against the simulator as a
+            # peer (test/test_compat_010.py). It installs a `sequence-ai` script of its own;
+            # the Makefile reinstalls this package after the extras so ours is on PATH.
+            "sequence-ai==0.1.0",
         ],
         "bench": ["matplotlib>=3.5"],
     },
     zip_safe=True,
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
+    options=COMMAND_OPTIONS,
 )

@@ -10,6 +10,7 @@ are those of ``bench/freshness.py`` when both run in one process.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from bench._common import table as markdown_table
 from bench.continuity import MEDIAN_S, STRATEGIES
 from bench.freshness import FULL_SECONDS, QUICK_SECONDS, Recording, record_strategies
 from sequence_ai_core.sim import CATALOGUE, reference_position
+from sequence_ai_core.sim.catalogue import SimModel
 
 MODEL = "lingbot-va-5b"
 JOINT = 0
@@ -38,43 +40,79 @@ def stalls(recording: Recording, period_s: float) -> list[tuple[float, float]]:
     return [(t[i] + period_s, t[i + 1]) for i in np.flatnonzero(gaps > STALL_PERIODS * period_s)]
 
 
+def trailing_s(recording: Recording, entry: SimModel) -> float:
+    """How far the commands trail the reference in time: the shift that best lines them up."""
+    wall = np.array([c.wall for c in recording.commands])
+    sent = np.array([c.action[JOINT] for c in recording.commands])
+    shifts = np.arange(0.0, 2.0, 0.01)
+    errors = [
+        np.mean(np.abs(sent - [reference_position(entry, w - shift)[JOINT] for w in wall]))
+        for shift in shifts
+    ]
+    return float(shifts[int(np.argmin(errors))])
+
+
+CAPTION = (
+    "reference now: where the simulator's trajectory is at that moment. command: what the "
+    "client sent. seam: the jump between the last command\nof one chunk and the first of the "
+    "next. Red: no command for more than {stall} periods (the arm stalls). Every run trails the "
+    "reference:\na chunk is computed from an observation taken when its request left and "
+    "arrives a refill later. (a) and (b) then play it from its first step\nand stall while the "
+    "next one is in flight; (c) plays it by the clock with requests overlapping, so it neither "
+    "stalls nor jumps back, but a {covers:.2f} s\nchunk cannot be played on time at a {refill} s "
+    "refill, so (c) trails too. Same number of commands per run, so faster runs end sooner."
+)
+
+
 def draw(recordings: list[Recording], path: Path) -> None:
     # Imported here so that listing or running the other benchmarks needs no matplotlib.
     import matplotlib
 
     matplotlib.use("Agg")  # no display on CI machines; must precede pyplot
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     entry = CATALOGUE[MODEL]
     period = 1.0 / entry.control_hz
-    fig, axes = plt.subplots(len(recordings), 1, figsize=(8, 6), sharex=True, sharey=True)
+    fig, axes = plt.subplots(len(recordings), 1, figsize=(8, 7.8), sharex=True, sharey=True)
+    handles: list[Any] = []
     for ax, rec in zip(np.atleast_1d(axes), recordings, strict=True):
         wall = np.array([c.wall for c in rec.commands])
         t = np.array([c.monotonic for c in rec.commands])
         t -= t[0]
         dense = np.linspace(wall[0], wall[-1], 400)
         reference = [reference_position(entry, w)[JOINT] for w in dense]
-        ax.plot(dense - wall[0], reference, color="0.6", lw=1, ls="--", label="reference now")
-        ax.step(t, [c.action[JOINT] for c in rec.commands], where="post", lw=1.3, label="command")
+        (ref_line,) = ax.plot(dense - wall[0], reference, color="0.55", lw=1, ls="--")
+        (cmd_line,) = ax.step(t, [c.action[JOINT] for c in rec.commands], where="post", lw=1.3)
         for start, end in stalls(rec, period):
             ax.axvspan(start, end, color="tab:red", alpha=0.2, lw=0)
+        handles = [ref_line, cmd_line, Patch(color="tab:red", alpha=0.2)]
         o = rec.outcome
         ax.set_title(
-            f"{STRATEGIES[rec.strategy]}: duty {o.duty_cycle:.0%}, {o.stalls} stalls, "
-            f"max seam {o.max_seam_jump:.3f} rad",
+            f"{STRATEGIES[rec.strategy]}: duty {o.duty_cycle:.0%}, "
+            f"{len(stalls(rec, period))} stalls, "
+            f"max seam {o.max_seam_jump:.3f} rad, trails the reference by "
+            f"{trailing_s(rec, entry):.2f} s",
             fontsize=9,
             loc="left",
         )
         ax.set_ylabel(f"joint {JOINT} (rad)", fontsize=8)
         ax.tick_params(labelsize=8)
         ax.set_xlim(0, WINDOW_S)
-    axes[0].legend(fontsize=7, loc="upper right")
-    axes[-1].set_xlabel(
-        "seconds since the first command; same number of commands per run (red: arm stalled)",
+    fig.legend(
+        handles,
+        ["reference now", "command", f"stall (> {STALL_PERIODS:g} periods without a command)"],
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.955),
+        ncol=3,
         fontsize=8,
+        frameon=False,
     )
+    axes[-1].set_xlabel("seconds since the first command", fontsize=8)
     fig.suptitle(f"{MODEL}: {entry.covers_seconds:.2f} s chunks, {MEDIAN_S} s refill", fontsize=10)
-    fig.tight_layout()
+    caption = CAPTION.format(stall=STALL_PERIODS, covers=entry.covers_seconds, refill=MEDIAN_S)
+    fig.text(0.01, 0.01, caption, fontsize=7, va="bottom", ha="left")
+    fig.tight_layout(rect=(0, 0.12, 1, 0.93))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=80)
     plt.close(fig)

@@ -1,5 +1,7 @@
 """sequence_ai_core: a client for cloud robot policies that keeps the arm moving."""
 
+import logging
+
 from ._version import __version__
 from .catalogue import models
 from .engine import EngineConfig, PlaybackEngine, Tick
@@ -17,6 +19,11 @@ from .images import encode_image
 from .outcome import RunOutcome
 from .policy import Policy, connect
 from .types import ActionChunk, ImageFrame, Model, Observation, Prediction, Proprioception
+
+# A library does not print: without this, Python's last-resort handler writes every warning
+# to stderr, and a failed run showed each connection error twice (log line and outcome).
+# Configure logging (e.g. logging.basicConfig(level=logging.INFO)) to see them.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "ActionChunk",

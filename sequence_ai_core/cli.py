@@ -1,6 +1,7 @@
 """The ``sequence-ai`` command: models, login, doctor, sim.
 
-Exit codes: 0 success, 1 failure, 2 usage error.
+Exit codes: 0 success, 1 failure, 2 usage error, 130 interrupted. Every mistake is reported
+as one line on stderr that says what to do, never as a traceback.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import argparse
 import getpass
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from ._version import __version__
 from .catalogue import models
@@ -18,7 +20,24 @@ from .errors import SequencesError
 from .transport import resolve_base_url
 from .types import Model
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that names the fix (not usage + error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _base_url(args: argparse.Namespace) -> str:
+    """The gateway URL for a command, with the CLI's spelling of the insecure-http escape."""
+    try:
+        return resolve_base_url(args.base_url, allow_insecure_http=args.allow_insecure_http)
+    except ValueError as exc:
+        raise ValueError(
+            str(exc).replace("pass allow_insecure_http=True", "add --allow-insecure-http")
+        ) from None
 
 
 def _format_table(entries: Sequence[Model]) -> str:
@@ -44,13 +63,33 @@ def _format_table(entries: Sequence[Model]) -> str:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    entries = models(
-        endpoint=args.endpoint,
-        base_url=args.base_url,
-        allow_insecure_http=args.allow_insecure_http,
-    )
+    base_url = _base_url(args)
+    insecure = args.allow_insecure_http
+    entries = models(endpoint=args.endpoint, base_url=base_url, allow_insecure_http=insecure)
+    if not entries:
+        everything = models(base_url=base_url, allow_insecure_http=insecure)
+        served = sorted({m.endpoint for m in everything if m.endpoint})
+        known = ", ".join(served) or "none"
+        print(
+            f"sequence-ai models: no model serves endpoint {args.endpoint!r} at {base_url} "
+            f"(endpoints served: {known})",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
     print(_format_table(entries))
     return EXIT_OK
+
+
+def _read_key() -> str | None:
+    """The key typed at a hidden prompt, or the first line piped in; None if there is none."""
+    try:
+        if sys.stdin is None or not sys.stdin.isatty():  # piped: no prompt, no echo warning
+            line = sys.stdin.readline() if sys.stdin is not None else ""
+        else:
+            line = getpass.getpass("Sequences API key (input hidden): ")
+    except (EOFError, OSError):  # stdin closed, or not readable at all
+        return None
+    return line.strip() or None
 
 
 def _cmd_login(args: argparse.Namespace) -> int:
@@ -58,9 +97,17 @@ def _cmd_login(args: argparse.Namespace) -> int:
         removed = delete_api_key()
         print(f"removed {credentials_path()}" if removed else "no saved key to remove")
         return EXIT_OK
-    key = getpass.getpass("Sequences API key (input hidden): ").strip()
-    if not key:
-        print("no key entered; nothing saved", file=sys.stderr)
+    try:
+        key = _read_key()
+    except KeyboardInterrupt:
+        print("\nsequence-ai login: interrupted; nothing saved", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if key is None:
+        print(
+            "sequence-ai login: no key entered; nothing saved "
+            "(type it at the prompt, or pipe it: `sequence-ai login < keyfile`)",
+            file=sys.stderr,
+        )
         return EXIT_FAILURE
     path = save_api_key(key)
     print(f"saved to {path} (mode 0600)")
@@ -69,10 +116,10 @@ def _cmd_login(args: argparse.Namespace) -> int:
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.samples < 1:
-        print("--samples must be >= 1", file=sys.stderr)
+        print("sequence-ai doctor: --samples must be >= 1", file=sys.stderr)
         return EXIT_USAGE
     settings = DoctorSettings(
-        base_url=resolve_base_url(args.base_url, allow_insecure_http=args.allow_insecure_http),
+        base_url=_base_url(args),
         samples=args.samples,
         model=args.model,
         act=not args.no_act,
@@ -86,9 +133,30 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     return int(sim_cli.run(args))
 
 
+def _gateway_flags() -> argparse.ArgumentParser:
+    """``--base-url`` and ``--allow-insecure-http``, accepted before or after the command.
+
+    After the command they default to SUPPRESS, so they do not overwrite a value given
+    before it."""
+    flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument(
+        "--base-url",
+        default=argparse.SUPPRESS,
+        help="gateway URL (default: $SEQUENCES_BASE_URL or the public gateway)",
+    )
+    flags.add_argument(
+        "--allow-insecure-http",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="allow plain http:// to a non-loopback host (sends the key unencrypted)",
+    )
+    return flags
+
+
 def _add_commands(parser: argparse.ArgumentParser, *, with_sim: bool) -> None:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    listing = commands.add_parser("models", help="list the gateway's models")
+    gateway = [_gateway_flags()]
+    listing = commands.add_parser("models", help="list the gateway's models", parents=gateway)
     listing.add_argument("--endpoint", default="act", help="only models serving this endpoint")
     listing.set_defaults(handler=_cmd_models)
 
@@ -96,10 +164,19 @@ def _add_commands(parser: argparse.ArgumentParser, *, with_sim: bool) -> None:
     login.add_argument("--logout", action="store_true", help="delete the saved key")
     login.set_defaults(handler=_cmd_login)
 
-    doctor = commands.add_parser("doctor", help="check key, gateway, credit and latency")
-    doctor.add_argument("--model", help="model for the test act request (default: first)")
-    doctor.add_argument("--samples", type=int, default=5, help="calls per latency measurement")
-    doctor.add_argument("--no-act", action="store_true", help="skip the act request (no credit)")
+    doctor = commands.add_parser(
+        "doctor", help="check key, gateway, credit and latency", parents=gateway
+    )
+    doctor.add_argument("--model", help="model to test (default: the first act model)")
+    doctor.add_argument(
+        "--samples",
+        type=int,
+        default=3,
+        help="act requests per latency measurement (each is a paid request; 2N+1 in all)",
+    )
+    doctor.add_argument(
+        "--no-act", action="store_true", help="send no act request (no credit used)"
+    )
     doctor.set_defaults(handler=_cmd_doctor)
 
     sim = commands.add_parser("sim", help="run the gateway simulator on loopback")
@@ -112,7 +189,7 @@ def _add_commands(parser: argparse.ArgumentParser, *, with_sim: bool) -> None:
 
 
 def build_parser(*, with_sim: bool = False) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="sequence-ai", description="Cloud robot policies from the command line."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -144,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sequence-ai {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
-        return EXIT_FAILURE
+        print(f"\nsequence-ai {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

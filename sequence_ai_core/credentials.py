@@ -68,6 +68,14 @@ def resolve_api_key_with_source(explicit: str | None = None) -> tuple[str | None
     return None, "none"
 
 
+def missing_key_message() -> str:
+    """Why there is no key, naming every place that was searched (never a key)."""
+    return (
+        f"no API key: looked for the api_key= argument, ${ENV_KEY} and {credentials_path()}; "
+        f"set ${ENV_KEY} or run `sequence-ai login`"
+    )
+
+
 def resolve_api_key(explicit: str | None = None) -> str | None:
     """Argument, else ``$SEQUENCES_API_KEY``, else the credentials file, else None."""
     return resolve_api_key_with_source(explicit)[0]

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .catalogue import models
-from .outcome import RunOutcome
+from .outcome import SEAM_UNITS, RunOutcome
 from .policy import connect
 from .sim import CATALOGUE, GatewaySimulator, SimulatedArm
+from .sim.catalogue import reference_chunk
 from .types import FloatArray, Model
 
 DEMO_KEY = "sk-demo-not-a-real-key"
@@ -64,6 +65,50 @@ def compare(url: str, model: str) -> Pair:
     pair.engine = drive(url, model, prefetch=True)
     other.join()
     return pair
+
+
+GLOSSARY = """\
+How to read the numbers:
+  duty cycle     share of control ticks that sent an action (100 % = the arm never waited)
+  underruns      ticks with no planned step: the arm stood still (velocity spaces get zeros)
+  max gap        longest time between two commands
+  refill latency time from sending a request to having its chunk in hand
+  staleness      age of the observation behind each executed step: the plan is that old
+  stale steps skipped
+                 steps whose time passed while their request was in flight; chunks are
+                 played by the clock, so these are skipped instead of replaying the past
+  seam jump      largest per-joint change from the last step of one chunk to the first step
+                 of the next, in the action's units (rad/s for velocities, rad for positions);
+                 compare it with the largest step inside one chunk, printed beside it"""
+
+
+class Progress:
+    """A dot per half second while an episode runs, so the demo never sits silent."""
+
+    def __init__(self, label: str) -> None:
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="demo-progress", daemon=True)
+        print(label, end="", flush=True)
+
+    def _tick(self) -> None:
+        while not self._done.wait(0.5):
+            print(".", end="", flush=True)
+
+    def __enter__(self) -> Progress:
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+        print(f" {time.monotonic() - self._started:.1f} s", flush=True)
+
+
+def in_chunk_step(model: str) -> float:
+    """Largest per-joint change between consecutive steps of the simulator's reference."""
+    values = reference_chunk(CATALOGUE[model], time.time(), 300)[:, :-1]  # joints, no gripper
+    return float(np.abs(np.diff(values, axis=0)).max())
 
 
 def print_catalogue(entries: list[Model]) -> None:
@@ -123,15 +168,28 @@ def main() -> int:
     with GatewaySimulator(api_key=DEMO_KEY, latency_s=REFILL_S, workers=8) as sim:
         print(f"\nSimulated gateway at {sim.url}, {REFILL_S} s per refill.\n\nCatalogue:")
         print_catalogue(models(endpoint="act", base_url=sim.url, allow_insecure_http=True))
+        print(f"\n{GLOSSARY}")
         results: dict[str, Pair] = {}
-        for model in CATALOGUE:
-            print(f"\n{model}: {MOTION_S:g} s of motion with run() ...", flush=True)
-            results[model] = compare(sim.url, model)
+        for n, model in enumerate(CATALOGUE, start=1):
+            label = (
+                f"\n[{n}/{len(CATALOGUE)}] {model}: {MOTION_S:g} s of motion with run(), "
+                "the closed loop beside it "
+            )
+            with Progress(label):
+                results[model] = compare(sim.url, model)
             engine = results[model].engine
             assert engine is not None
             print(engine.summary())
+            unit = SEAM_UNITS.get(CATALOGUE[model].action_space, "")
+            print(
+                f"  largest step inside one chunk of this model: {in_chunk_step(model):.4f} {unit}"
+            )
         print(f"\nTime moving, run() vs the closed loop (refill only when empty), {REFILL_S} s:")
         print_comparison(results)
+        print(
+            "(long run: what the closed loop converges to, covers / (covers + refill);\n"
+            " a short run starts with a full chunk in hand, so it looks better)"
+        )
         print("\nnext_action(), the simple loop:")
         next_action_loop(sim.url)
     return 0

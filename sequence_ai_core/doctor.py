@@ -5,13 +5,14 @@ Each check prints one verdict line. The key itself is never printed, only where 
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .credentials import resolve_api_key_with_source
+from .credentials import missing_key_message, resolve_api_key_with_source
 from .errors import (
     AuthError,
     InvalidRequest,
@@ -43,7 +44,7 @@ class DoctorSettings:
     base_url: str
     api_key: str | None = None
     verify: VerifyArg = True
-    samples: int = 5
+    samples: int = 3
     model: str | None = None
     act: bool = True
 
@@ -58,8 +59,7 @@ def check_key(settings: DoctorSettings) -> tuple[Check, str | None]:
     except ValueError as exc:
         return Check("API key", FAIL, str(exc)), None
     if key is None:
-        hint = "run `sequence-ai login` or set $SEQUENCES_API_KEY"
-        return Check("API key", FAIL, f"no key found ({hint})"), None
+        return Check("API key", FAIL, missing_key_message()), None
     return Check("API key", OK, f"found in {source}"), key
 
 
@@ -84,19 +84,39 @@ def minimal_observation(model: Model) -> Observation:
     return Observation(Proprioception(joint_positions=joints), images=frames, instruction="")
 
 
-def check_credit(settings: DoctorSettings, key: str, catalogue: list[Model]) -> Check:
+def choose_model(settings: DoctorSettings, catalogue: list[Model]) -> tuple[Check, Model | None]:
+    """The model the act checks use: ``--model``, else the first act model."""
+    name = "model"
+    if not catalogue:
+        return Check(name, FAIL, "the gateway's act catalogue is empty"), None
+    chosen = [m for m in catalogue if settings.model in (None, m.id, m.short_id)]
+    if not chosen:
+        available = ", ".join(m.short_id for m in catalogue)
+        detail = f"{settings.model} is not in the gateway's act catalogue (available: {available})"
+        return Check(name, FAIL, detail), None
+    model = chosen[0]
+    detail = (
+        f"{model.short_id}: {model.robot}, {model.action_dim} dims, "
+        f"{model.covers_seconds:.2f} s per chunk at {model.control_hz:g} Hz"
+    )
+    return Check(name, OK, detail), model
+
+
+def _timed_act(transport: Transport, model: Model) -> float:
+    """One real /v1/act on ``model``, parsed and validated; its wall time in seconds."""
+    body = encode_act_request(model.id, minimal_observation(model), {})
+    answer, request_id, latency = transport.request("POST", "/v1/act", json_body=body)
+    parse_prediction(answer, request_id=request_id, latency_s=latency)
+    return float(latency)
+
+
+def check_credit(settings: DoctorSettings, key: str, model: Model) -> Check:
     name = "key valid and credit"
     if not settings.act:
         return Check(name, SKIP, "skipped (--no-act)")
-    chosen = [m for m in catalogue if settings.model in (None, m.id, m.short_id)]
-    if not chosen:
-        return Check(name, SKIP, f"model {settings.model or '(any)'} not in the catalogue")
-    model = chosen[0]
     transport = _transport(settings, key)
     try:
-        body = encode_act_request(model.id, minimal_observation(model), {})
-        answer, request_id, _ = transport.request("POST", "/v1/act", json_body=body)
-        parse_prediction(answer, request_id=request_id, latency_s=0.0)
+        _timed_act(transport, model)
     except PermissionDenied as exc:
         return Check(name, FAIL, f"key may not use {model.short_id}: {exc}")
     except AuthError as exc:
@@ -119,41 +139,52 @@ def check_credit(settings: DoctorSettings, key: str, catalogue: list[Model]) -> 
 
 def _timed_models_call(transport: Transport) -> float:
     _, _, latency = transport.request("GET", "/v1/models")
-    return latency
+    return float(latency)
 
 
-def measure_latency(settings: DoctorSettings) -> tuple[list[float], list[float]]:
-    """N catalogue calls on one kept-alive connection, then N calls each on a new one."""
+def measure_latency(
+    settings: DoctorSettings, key: str | None, timed: Callable[[Transport], float]
+) -> tuple[list[float], list[float]]:
+    """N timed calls on one kept-alive connection, then N calls each on a new one."""
     reused: list[float] = []
-    transport = _transport(settings, None)
+    transport = _transport(settings, key)
     try:
-        _timed_models_call(transport)  # opens the connection; not counted
-        reused = [_timed_models_call(transport) for _ in range(settings.samples)]
+        timed(transport)  # opens the connection; not counted
+        reused = [timed(transport) for _ in range(settings.samples)]
     finally:
         transport.close()
     fresh: list[float] = []
     for _ in range(settings.samples):
-        transport = _transport(settings, None)
+        transport = _transport(settings, key)
         try:
-            fresh.append(_timed_models_call(transport))
+            fresh.append(timed(transport))
         finally:
             transport.close()
     return reused, fresh
 
 
-def check_latency(settings: DoctorSettings) -> Check:
+def check_latency(settings: DoctorSettings, key: str | None, model: Model | None) -> Check:
+    """The model's real /v1/act round trip; only the catalogue's with ``--no-act``."""
     name = "latency"
+    if model is not None and key is not None and settings.act:
+        what = f"{model.short_id} act"
+        timed: Callable[[Transport], float] = functools.partial(_timed_act, model=model)
+    else:
+        what = "catalogue only, no model time (--no-act)"
+        key, timed = None, _timed_models_call
     try:
-        reused, fresh = measure_latency(settings)
+        reused, fresh = measure_latency(settings, key, timed)
     except SequencesError as exc:
-        return Check(name, FAIL, str(exc))
+        return Check(name, FAIL, f"{what}: {exc}")
     kept = statistics.median(reused)
     new = statistics.median(fresh)
     ratio = new / kept if kept > 0 else float("inf")
     detail = (
-        f"median of {settings.samples}: {kept * 1000:.1f} ms on one kept-alive connection, "
-        f"{new * 1000:.1f} ms on new connections ({ratio:.2f}x)"
+        f"{what}, median of {settings.samples}: {kept * 1000:.1f} ms on one kept-alive "
+        f"connection, {new * 1000:.1f} ms on new connections ({ratio:.2f}x)"
     )
+    if model is not None and settings.act:
+        detail += f"; one chunk covers {model.covers_seconds * 1000:.0f} ms"
     return Check(name, OK, detail)
 
 
@@ -169,14 +200,25 @@ def run_doctor(settings: DoctorSettings, emit: Callable[[str], None] = print) ->
     record(key_check)
     reach_check, catalogue = check_reachable(settings)
     record(reach_check)
-    if key is None or reach_check.verdict == FAIL:
-        record(Check("key valid and credit", SKIP, "needs a key and a reachable gateway"))
+    model: Model | None = None
+    if reach_check.verdict == FAIL:
+        record(Check("model", SKIP, "gateway unreachable"))
     else:
-        record(check_credit(settings, key, catalogue))
+        model_check, model = choose_model(settings, catalogue)
+        record(model_check)
+    credit_ok = False
+    if key is None or model is None:
+        record(Check("key valid and credit", SKIP, "needs a key, a reachable gateway and a model"))
+    else:
+        credit_check = check_credit(settings, key, model)
+        record(credit_check)
+        credit_ok = credit_check.verdict == OK
     if reach_check.verdict == FAIL:
         record(Check("latency", SKIP, "gateway unreachable"))
+    elif settings.act and not credit_ok:
+        record(Check("latency", SKIP, "needs an act request that succeeds"))
     else:
-        record(check_latency(settings))
+        record(check_latency(settings, key, model))
     failed = [c.name for c in checks if c.verdict == FAIL]
     emit("verdict: " + ("ready" if not failed else "NOT ready (" + ", ".join(failed) + ")"))
     return not failed

@@ -46,6 +46,7 @@ buffer is empty and stops the arm meanwhile. Use ``run()`` or this engine to kee
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -56,11 +57,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, PolicyLike, Tick
-from .errors import InvalidRequest, InvalidResponse, SequencesError, Unavailable
+from .errors import (
+    InvalidRequest,
+    InvalidResponse,
+    SequencesError,
+    Unavailable,
+    cold_start_advice,
+)
 from .outcome import RunOutcome
 from .plan import SKIPPING_SPACES, ChunkPlan, checked_period
 from .stats import PlaybackStats, SampleWindow
 from .types import ActionChunk, Observation, Prediction
+
+log = logging.getLogger(__name__)
 
 LEAD_QUANTILE = 0.95
 LATENCY_WINDOW = 50
@@ -329,8 +338,14 @@ class PlaybackEngine:
             first = now if self._first_tick_at is None else self._first_tick_at
             remaining = first + self.config.startup_timeout_s - now
             if remaining <= 0:
-                raise exc
+                raise cold_start_advice(exc, self.config.startup_timeout_s) from exc
             wait = exc.retry_after_s if exc.retry_after_s is not None else DEFAULT_WARMING_RETRY_S
+            log.info(
+                "model warming up; retrying in %.0f s (%.0f s of startup_timeout_s=%g left)",
+                min(wait, remaining),
+                remaining,
+                self.config.startup_timeout_s,
+            )
             self._warming = True
             self._not_before = max(self._not_before, now + min(wait, remaining))
             self._retries += 1

@@ -83,6 +83,26 @@ class Unavailable(SequencesError):
         self.retry_after_s = retry_after_s
 
 
+def cold_start_advice(exc: Unavailable, waited_s: float) -> Unavailable:
+    """The warming answer that ended a run before its first action, saying what to change."""
+    if waited_s > 0:
+        advice = f"still warming after startup_timeout_s={waited_s:g}"
+    else:  # a cold worker takes ~100 s to load (measured on the real gateway: 100.0 s)
+        advice = (
+            f"pass startup_timeout_s={math.ceil(1.25 * (exc.retry_after_s or 120.0))} "
+            "to run() to wait for a cold worker"
+        )
+    return Unavailable(
+        f"{exc.message}; {advice}",
+        warming=True,
+        retry_after_s=exc.retry_after_s,
+        status=exc.status,
+        body=exc.body,
+        request_id=exc.request_id,
+        code=exc.code,
+    )
+
+
 class InvalidResponse(SequencesError):
     """A 200 answer that is not a usable chunk. Nothing from it reaches the robot."""
 

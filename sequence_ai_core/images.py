@@ -6,8 +6,11 @@ Payload size drives latency (~16 ms per kB measured on the real gateway; a 224x2
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import math
+import re
 import time
 
 import numpy as np
@@ -19,6 +22,50 @@ from .types import ImageFrame
 # Pillow 9.0 (Ubuntu 22.04's python3-pil) predates the Image.Resampling enum.
 _BILINEAR = getattr(Image, "Resampling", Image).BILINEAR
 _SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
+_BASE64 = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
+
+
+def _from_base64(text: bytes, where: str) -> bytes:
+    compact = b"".join(text.split())  # base64.encodebytes wraps lines; the wrap is not data
+    if compact.lower().startswith((b"http://", b"https://")):
+        raise ValueError(f"{where} is a URL; the gateway never fetches URLs, send the image")
+    if not _BASE64.fullmatch(compact):
+        raise ValueError(f"{where} is text but not base64 of a JPEG or PNG image")
+    try:
+        return base64.b64decode(compact, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{where} is text but not valid base64") from None
+
+
+def image_bytes(data: object, where: str = "image data") -> bytes:
+    """The encoded image ``data`` holds: JPEG/PNG bytes as given, or decoded base64 text.
+
+    Base64 text (a ``str``, or ASCII bytes) is what the 0.1.0 client's ``ImageFrame.data``
+    held. The two are told apart by their first byte, not by guessing: JPEG starts with
+    0xFF and PNG with 0x89, neither of which is a base64 character. Anything that is not,
+    in the end, a JPEG or PNG is refused with ``ValueError`` naming ``where``.
+    """
+    if isinstance(data, str):
+        try:
+            raw = _from_base64(data.encode("ascii"), where)
+        except UnicodeEncodeError:
+            raise ValueError(f"{where} is text but not base64 (non-ASCII characters)") from None
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        raw = bytes(data)
+        if not raw.startswith(_SIGNATURES) and _BASE64.fullmatch(b"".join(raw.split())):
+            raw = _from_base64(raw, where)
+    else:
+        raise ValueError(
+            f"{where} must be encoded image bytes or base64 text, not {type(data).__name__}"
+        )
+    if not raw:
+        raise ValueError(f"{where} must be a non-empty encoded JPEG or PNG image")
+    if not raw.startswith(_SIGNATURES):
+        raise ValueError(
+            f"{where} is not a JPEG or PNG image "
+            "(encode arrays with sequence_ai_core.images.encode_image)"
+        )
+    return raw
 
 
 def _array_to_rgb(image: npt.NDArray[np.generic]) -> Image.Image:
@@ -62,7 +109,7 @@ def fit_with_padding(image: Image.Image, size: tuple[int, int]) -> Image.Image:
 
 
 def encode_image(
-    image: npt.NDArray[np.generic] | bytes,
+    image: npt.NDArray[np.generic] | bytes | str,
     *,
     view: str,
     size: tuple[int, int] | None = (224, 224),
@@ -72,7 +119,8 @@ def encode_image(
     """Encode one camera image for an observation.
 
     ``image`` is an HxWx3 uint8 RGB array (HxW grayscale and HxWx4 RGBA are converted) or
-    already-encoded JPEG/PNG bytes, which pass through untouched when ``size`` is None.
+    already-encoded JPEG/PNG bytes (or their base64 text), which pass through untouched when
+    ``size`` is None.
     ``size`` is (width, height). ``timestamp_ms`` defaults to now (wall clock).
     """
     if not view:
@@ -87,8 +135,8 @@ def encode_image(
         raise ValueError(f"timestamp_ms must be a non-negative number of ms, got {timestamp_ms!r}")
     else:
         stamp = int(timestamp_ms)
-    if isinstance(image, (bytes, bytearray)):
-        data = bytes(image)
+    if isinstance(image, (bytes, bytearray, str)):
+        data = image_bytes(image, "image")
         picture = _decode(data)
         if size is None:
             return ImageFrame(view=view, data=data, timestamp_ms=stamp)

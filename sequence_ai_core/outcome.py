@@ -10,6 +10,17 @@ def _fmt(value: float, unit: str = "s", scale: float = 1.0, digits: int = 3) -> 
     return "-" if not math.isfinite(value) else f"{value * scale:.{digits}f}{unit}"
 
 
+#: What one unit of a seam jump is, per action space (gripper dimensions are 0..1 positions).
+SEAM_UNITS = {"joint_absolute": "rad", "joint_delta": "rad", "joint_velocity": "rad/s"}
+
+
+def _one_line(error: BaseException, limit: int = 300) -> str:
+    """The error's message on one line, cut to ``limit`` characters. Gateway text in it was
+    redacted of the key before the error was built (transport)."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """Counts and timings of one episode.
@@ -45,9 +56,11 @@ class RunOutcome:
     skipped_late: int = 0
 
     def __repr__(self) -> str:
+        # A run that stopped says why on the line users print: the class alone is too little.
+        why = f": {_one_line(self.error)}" if self.error is not None else ""
         return (
             f"RunOutcome({self.actions} actions over {self.chunks} chunks in "
-            f"{self.elapsed_s:.1f}s, {self.reason})"
+            f"{self.elapsed_s:.1f}s, {self.reason}{why})"
         )
 
     def summary(self) -> str:
@@ -60,8 +73,14 @@ class RunOutcome:
             f"  refill latency p50/p95 {_fmt(self.latency_p50_s)}/{_fmt(self.latency_p95_s)}, "
             f"staleness p50/p95 {_fmt(self.staleness_p50_s)}/{_fmt(self.staleness_p95_s)}",
             f"  {self.requests} requests, {self.retries} retries, {self.skipped_stale} stale "
-            f"steps skipped, max seam jump {self.max_seam_jump:.4f} ({self.action_space})",
+            f"steps skipped, {self._seam()}",
         ]
-        if self.error is not None:
-            lines.append(f"  error: {self.error}")
         return "\n".join(lines)
+
+    def _seam(self) -> str:
+        if self.action_space is None:
+            return "no chunk played"
+        if self.chunks < 2:
+            return f"one chunk, no seam ({self.action_space})"
+        unit = SEAM_UNITS.get(self.action_space, "action units")
+        return f"max seam jump {self.max_seam_jump:.4f} {unit} ({self.action_space})"

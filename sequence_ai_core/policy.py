@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .credentials import resolve_api_key
-from .errors import ChunkExhausted, InvalidRequest, SequencesError
+from .credentials import missing_key_message, resolve_api_key
+from .errors import AuthError, ChunkExhausted, InvalidRequest, SequencesError
 from .transport import Transport, VerifyArg, resolve_base_url
 from .types import FloatArray, Model, Observation, Prediction, full_model_id
 from .wire import encode_act_request, parse_models, parse_prediction
@@ -105,6 +105,8 @@ class Policy:
     def _fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
         """One POST /v1/act. Thread-safe and unguarded: the engine calls it from workers."""
         self._check_open()
+        if not self._transport.has_key:  # the gateway would answer 401 without saying where
+            raise AuthError(missing_key_message())
         body = encode_act_request(self.model, observation, options)
         answer, request_id, latency = self._transport.request("POST", "/v1/act", json_body=body)
         prediction = parse_prediction(answer, request_id=request_id, latency_s=latency)

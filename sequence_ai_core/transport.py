@@ -65,7 +65,9 @@ def resolve_base_url(base_url: str | None, *, allow_insecure_http: bool = False)
             f"refusing plain http:// to non-loopback host {parts.hostname!r}: the API key "
             "would travel unencrypted; use https:// or pass allow_insecure_http=True"
         )
-    return url.rstrip("/")
+    url = url.rstrip("/")
+    # Paths below already start with /v1; a base URL copied from API docs often ends with it.
+    return url[: -len("/v1")] if parts.path.rstrip("/").endswith("/v1") else url
 
 
 def ssl_context_for(verify: VerifyArg) -> ssl.SSLContext | bool:

@@ -37,18 +37,22 @@ def short_model_id(model: str) -> str:
 
 @dataclass(frozen=True)
 class ImageFrame:
-    """One camera image, already encoded (JPEG or PNG bytes, base64 is applied on the wire)."""
+    """One camera image, already encoded: JPEG or PNG bytes (base64 is applied on the wire),
+    or the base64 text of one, as the 0.1.0 client's ``ImageFrame.data`` held it. Either is
+    checked before anything is sent (``images.image_bytes``)."""
 
     view: str
-    data: bytes
+    data: bytes | str
     #: Wall-clock capture time in milliseconds since the epoch (``time.time() * 1000``).
     timestamp_ms: int | None = None
 
     def __repr__(self) -> str:
-        return (
-            f"ImageFrame(view={self.view!r}, {len(self.data)} bytes, "
-            f"timestamp_ms={self.timestamp_ms})"
+        size = (
+            f"{len(self.data)} base64 chars"
+            if isinstance(self.data, str)
+            else (f"{len(self.data)} bytes")
         )
+        return f"ImageFrame(view={self.view!r}, {size}, timestamp_ms={self.timestamp_ms})"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidResponse
+from .images import image_bytes
 from .types import (
     ACTION_SPACES,
     ActionChunk,
@@ -28,7 +29,6 @@ from .types import (
 )
 
 POSE_SIZE = 7  # x, y, z, qx, qy, qz, qw
-_IMAGE_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")  # JPEG, PNG
 
 
 # --------------------------------------------------------------------------- requests
@@ -66,17 +66,11 @@ def _encode_images(observation: Observation) -> list[dict[str, Any]]:
         data = getattr(frame, "data", None)
         if not isinstance(view, str) or not view.strip():
             raise ValueError(f"observation.images[{i}].view must be a non-empty string")
-        if not isinstance(data, (bytes, bytearray)) or not data:
-            raise ValueError(f"observation.images[{i}].data must be non-empty encoded image bytes")
-        if not bytes(data[:8]).startswith(_IMAGE_SIGNATURES):
-            raise ValueError(
-                f"observation.images[{i}].data is not a JPEG or PNG image "
-                "(encode arrays with sequence_ai_core.images.encode_image)"
-            )
+        encoded = image_bytes(data, f"observation.images[{i}].data")
         if view in seen:
             raise ValueError(f"observation.images[{i}].view {view!r} appears twice")
         seen.add(view)
-        item: dict[str, Any] = {"view": view, "data": base64.b64encode(data).decode("ascii")}
+        item: dict[str, Any] = {"view": view, "data": base64.b64encode(encoded).decode("ascii")}
         timestamp = frame.timestamp_ms
         if timestamp is not None:
             if not _is_integer(timestamp) or timestamp < 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -55,6 +56,13 @@ def test_insecure_base_url_fails_cleanly(
     assert "unencrypted" in capsys.readouterr().err
 
 
+class _Terminal(io.StringIO):
+    """stdin as an interactive terminal, so login prompts with getpass."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_login_saves_0600_and_logout_deletes(
     clean_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -65,6 +73,7 @@ def test_login_saves_0600_and_logout_deletes(
         return f"  {TEST_KEY}\n"
 
     monkeypatch.setattr("getpass.getpass", fake_getpass)
+    monkeypatch.setattr("sys.stdin", _Terminal())
     assert main(["login"]) == 0
     path = credentials_path()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -83,6 +92,7 @@ def test_login_with_empty_key_saves_nothing(
     clean_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("getpass.getpass", lambda prompt="": "   ")
+    monkeypatch.setattr("sys.stdin", _Terminal())
     assert main(["login"]) == 1
     assert not credentials_path().exists()
 
@@ -97,17 +107,19 @@ def test_doctor_all_good(
     assert "[  ok] gateway reachable" in out
     assert "[  ok] key valid and credit: one act request on pi05-droid succeeded" in out
     latency = re.search(
-        r"\[  ok\] latency: median of 3: ([\d.]+) ms on one kept-alive connection, "
+        r"\[  ok\] latency: pi05-droid act, median of 3: ([\d.]+) ms on one kept-alive connection, "
         r"([\d.]+) ms on new connections \(([\d.]+|inf)x\)",
         out,
     )
     assert latency is not None, out
     assert out.rstrip().endswith("verdict: ready")
     assert TEST_KEY not in out
+    assert "[  ok] model: pi05-droid" in out
     stats = sim.stats()
-    assert stats["act_requests"] == 1
-    # 1 reachability + 1 act + 1 warm-up + 3 reused on one connection + 3 on new ones
-    assert stats["requests"] == 9
+    # the latency line times the model, not the catalogue:
+    # 1 act (credit) + 1 warm-up + 3 reused on one connection + 3 on new ones, all acts
+    assert stats["act_requests"] == 8
+    assert stats["requests"] == 9  # and 1 catalogue request (reachability)
     assert stats["requests_per_connection"].count(4) == 1
 
 
@@ -134,7 +146,7 @@ def test_doctor_out_of_credit(
 def test_doctor_without_key_or_gateway(clean_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--base-url", "http://127.0.0.1:1", "doctor"]) == 1
     out = capsys.readouterr().out
-    assert "[FAIL] API key: no key found" in out
+    assert "[FAIL] API key: no API key: looked for" in out
     assert "[FAIL] gateway reachable" in out
     assert "[skip] latency" in out
 

@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -217,12 +218,20 @@ def test_key_from_credentials_file_is_used(sim: GatewaySimulator) -> None:
         assert handle.predict(observation()).action_chunk.action_dim == 8
 
 
-def test_no_key_sends_no_authorization_header(sim: GatewaySimulator) -> None:
+def test_no_key_is_refused_before_sending_and_says_where_it_looked(
+    sim: GatewaySimulator, clean_env: Path
+) -> None:
     with connect("pi05-droid", base_url=sim.url) as handle:
         assert "authorization" not in handle._transport._client.headers
+        assert handle.describe().short_id == "pi05-droid"  # the public catalogue needs none
         with pytest.raises(AuthError) as info:
             handle.predict(observation())
-    assert info.value.status == 401
+    assert info.value.status is None
+    message = str(info.value)
+    assert "$SEQUENCES_API_KEY" in message
+    assert str(clean_env / "sequence-ai" / "credentials") in message
+    assert "sequence-ai login" in message
+    assert sim.stats()["act_requests"] == 0
 
 
 def test_control_hz_override_is_stored_and_checked(sim: GatewaySimulator) -> None:

@@ -5,6 +5,7 @@ TLS and plain-HTTP refusals; redirects; the simulator's admin endpoint.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -46,7 +47,7 @@ def test_key_absent_from_every_log_and_output_of_a_busy_session(
     """Models, predict, a faulty run, doctor and login, all at DEBUG on every logger."""
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("SEQUENCES_API_KEY", TEST_KEY)
-    monkeypatch.setattr("getpass.getpass", lambda prompt="": TEST_KEY)
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{TEST_KEY}\n"))  # `sequence-ai login < file`
     texts: list[str] = []
     with GatewaySimulator(api_key=TEST_KEY, latency_s=0.01) as sim:
         texts += [repr(m) for m in models(base_url=sim.url)]

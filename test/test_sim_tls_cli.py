@@ -79,8 +79,14 @@ def test_cli_serves_until_sigterm() -> None:
         banner = process.stdout.readline()
         assert banner.startswith("gateway simulator on http://127.0.0.1:")
         url = banner.split()[3]
-        listed = [process.stdout.readline() for _ in range(4)]
-        assert any("accounts/sequences/models/pi05-droid" in line for line in listed)
+        listed = [process.stdout.readline() for _ in range(9)]
+        assert listed[:3] == [
+            "point a client at it, in another shell:\n",
+            f"  export SEQUENCES_BASE_URL={url}\n",
+            '  export SEQUENCES_API_KEY="$SEQUENCES_SIM_API_KEY"\n',
+        ]
+        assert any(line.split()[:1] == ["pi05-droid"] for line in listed)
+        assert listed[-1] == "stop with Ctrl-C (or SIGTERM)\n"
         headers = {"Authorization": f"Bearer {TEST_KEY}"}
         act = httpx.post(f"{url}/v1/act", json=act_request(), headers=headers, timeout=10.0)
         assert act.status_code == 200

@@ -6,63 +6,99 @@ Also runnable as ``python -m sequence_ai_core.sim``.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import shlex
 import signal
 import sys
 import threading
 from types import FrameType
+from typing import Any
 
+from ..transport import resolve_base_url
 from .server import GatewaySimulator
 
 KEY_ENV = "SEQUENCES_SIM_API_KEY"
+#: Median end-to-end /v1/act latency measured on the real gateway (pi05-droid, warm worker).
+#: The default, so that a first run shows the refill gap the engine exists to hide.
+MEASURED_LATENCY_S = 0.79
+
+
+def _number(kind: type[float] | type[int], minimum: float, what: str) -> Any:
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not math.isfinite(value) or value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return parse
+
+
+def _port(text: str) -> int:
+    port = _number(int, 0, "a port number")(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0..65535)")
+    return int(port)
+
+
+SECONDS = _number(float, 0.0, "a number of seconds >= 0")
+NON_NEGATIVE = _number(float, 0.0, "a number >= 0")
+COUNT = _number(int, 0, "a whole number >= 0")
+AT_LEAST_ONE = _number(int, 1, "a whole number >= 1")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    parser.add_argument("--port", type=int, default=8765, help="port; 0 picks a free one")
+    parser.add_argument("--port", type=_port, default=8765, help="port; 0 picks a free one")
     parser.add_argument(
         "--api-key", default=None, help=f"key clients must send (default: ${KEY_ENV})"
     )
     parser.add_argument("--no-auth", action="store_true", help="accept requests without a key")
     parser.add_argument(
         "--latency",
-        type=float,
-        default=0.0,
+        type=SECONDS,
+        default=MEASURED_LATENCY_S,
         metavar="SECONDS",
-        help="median model latency per act request",
+        help=f"median model latency per act request (default {MEASURED_LATENCY_S}, the real "
+        "gateway's measured median; 0 for none)",
     )
     parser.add_argument(
         "--jitter",
-        type=float,
+        type=NON_NEGATIVE,
         default=0.0,
         metavar="FRACTION",
         help="lognormal sigma of the latency (0.3: p99 ~ 2x median)",
     )
     parser.add_argument(
         "--cold-start",
-        type=float,
+        type=SECONDS,
         default=0.0,
         metavar="SECONDS",
         help="answer 503 warming for this long after start",
     )
     parser.add_argument(
         "--connect-delay",
-        type=float,
+        type=SECONDS,
         default=0.0,
         metavar="SECONDS",
         help="extra cost of each new connection (handshake)",
     )
-    parser.add_argument("--workers", type=int, default=4, help="model slots; more requests queue")
+    parser.add_argument(
+        "--workers", type=AT_LEAST_ONE, default=4, help="model slots; more requests queue"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the latency sampler")
     parser.add_argument(
         "--credit",
-        type=int,
+        type=COUNT,
         default=None,
         help="act requests allowed before 402 (default unlimited)",
     )
     parser.add_argument(
         "--ms-per-kb",
-        type=float,
+        type=NON_NEGATIVE,
         default=0.0,
         help="latency added per kB of request body (real gateway: ~16)",
     )
@@ -88,18 +124,63 @@ def _simulator(args: argparse.Namespace, api_key: str | None) -> GatewaySimulato
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    api_key = args.api_key or os.environ.get(KEY_ENV) or None
-    if api_key is None and not args.no_auth:
-        print(f"error: give --api-key, set ${KEY_ENV}, or pass --no-auth", file=sys.stderr)
-        return 2
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """The first mistake in the arguments, as one line; None when they are usable."""
+    if args.no_auth and args.api_key:
+        return "--no-auth and --api-key contradict each other; give one"
+    if not args.no_auth and not (args.api_key or os.environ.get(KEY_ENV)):
+        return f"give --api-key KEY, set ${KEY_ENV}, or pass --no-auth"
     if (args.tls_cert is None) != (args.tls_key is None):
-        print("error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return "--tls-cert and --tls-key go together"
+    for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        if path is not None and not os.path.isfile(path):
+            return f"{flag} file not found: {os.path.abspath(path)}"
+    return None
+
+
+def banner(sim: GatewaySimulator, args: argparse.Namespace) -> list[str]:
+    """What a user needs to point a client at this simulator, and how to stop it."""
+    if args.no_auth:
+        key = "anything   # auth is off, but clients refuse to send without a key"
+    elif args.api_key:
+        key = shlex.quote(args.api_key)
+    else:
+        key = f'"${KEY_ENV}"'
+    latency = f"{args.latency:g} s median" if args.latency > 0 else "none"
+    lines = [
+        f"gateway simulator on {sim.url} (auth {'off' if args.no_auth else 'on'}, "
+        f"model latency {latency}, cold start {args.cold_start:g} s)",
+        "point a client at it, in another shell:",
+        f"  export SEQUENCES_BASE_URL={sim.url}",
+        f"  export SEQUENCES_API_KEY={key}",
+    ]
+    try:
+        resolve_base_url(sim.url)
+    except ValueError:  # plain http to a host that is not loopback
+        lines.append("  (plain http off loopback: clients need --allow-insecure-http or TLS)")
+    lines.append("models:")
+    for model in sim.models.values():
+        lines.append(
+            f"  {model.short_id:<26} {model.action_space} x{model.action_dim}  "
+            f"{model.control_hz:g} Hz x {model.action_horizon} = {model.covers_seconds:.2f} s"
+        )
+    lines.append("stop with Ctrl-C (or SIGTERM)")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _usage_error(args)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
+    api_key = None if args.no_auth else (args.api_key or os.environ.get(KEY_ENV))
     try:
         sim = _simulator(args, api_key).start()
-    except (OSError, ValueError) as error:
-        print(f"error: cannot start the simulator: {error}", file=sys.stderr)
+    except (OSError, ValueError, OverflowError) as error:
+        print(
+            f"error: cannot start the simulator on {args.host}:{args.port}: {error}",
+            file=sys.stderr,
+        )
         return 1
     done = threading.Event()
 
@@ -108,14 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        print(f"gateway simulator on {sim.url} (auth {'on' if api_key else 'off'})", flush=True)
-        for model in sim.models.values():
-            print(
-                f"  {model.id}  {model.action_space} x{model.action_dim}  "
-                f"{model.control_hz:g} Hz x {model.action_horizon} = "
-                f"{model.covers_seconds:.2f} s",
-                flush=True,
-            )
+        print("\n".join(banner(sim, args)), flush=True)
         while not done.wait(0.5):
             pass
     finally:
@@ -127,6 +201,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sequence-ai sim", description=__doc__)
+    from ..cli import OneLineErrorParser
+
+    parser = OneLineErrorParser(prog="python -m sequence_ai_core.sim", description=__doc__)
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -75,6 +75,24 @@ def error_body(
     return body
 
 
+ERROR_SHAPES = ("newer", "older")
+
+
+def older_error_body(status: int, detail: str, **extra: Any) -> dict[str, Any]:
+    """The older error shape: ``{"detail": text}``, or for a cold worker
+    ``{"detail": {"status": "warming_up", "retry_after_s", "warming_job_id", "message"}}``."""
+    if status == 503 and extra.get("retry_after_s") is not None:
+        return {
+            "detail": {
+                "status": "warming_up",
+                "retry_after_s": extra["retry_after_s"],
+                "warming_job_id": "job-sim-warming",
+                "message": detail,
+            }
+        }
+    return {"detail": detail}
+
+
 def models_body(models: Mapping[str, SimModel], endpoint: str | None) -> dict[str, Any]:
     entries = [model.catalogue_entry() for model in models.values()]
     if endpoint is not None:
@@ -102,17 +120,23 @@ def _check_numbers(value: Any, where: str, length: int | None = None) -> None:
         raise RequestRejected(422, f"{where} must have {length} values, got {len(value)}")
 
 
+def _present(mapping: Mapping[str, Any], key: str) -> bool:
+    """A key with a JSON ``null`` is absent: the 0.1.0 client sends omitted fields as null,
+    and the real gateway served it in production."""
+    return mapping.get(key) is not None
+
+
 def _check_proprioception(proprio: Any) -> None:
     if not isinstance(proprio, dict):
         raise RequestRejected(422, "observation.proprioception must be an object")
-    if "joint_positions" not in proprio:
+    if not _present(proprio, "joint_positions"):
         raise RequestRejected(422, "observation.proprioception.joint_positions is required")
     _check_numbers(proprio["joint_positions"], "proprioception.joint_positions")
-    if "joint_velocities" in proprio:
+    if _present(proprio, "joint_velocities"):
         _check_numbers(proprio["joint_velocities"], "proprioception.joint_velocities")
-    if "end_effector_pose" in proprio:
+    if _present(proprio, "end_effector_pose"):
         _check_numbers(proprio["end_effector_pose"], "proprioception.end_effector_pose", 7)
-    if "gripper" in proprio and not _is_number(proprio["gripper"]):
+    if _present(proprio, "gripper") and not _is_number(proprio["gripper"]):
         raise RequestRejected(422, "proprioception.gripper must be a finite number")
 
 
@@ -146,11 +170,11 @@ def check_observation(observation: Any) -> int | None:
     if not isinstance(observation, dict):
         raise RequestRejected(422, "observation must be an object")
     _check_proprioception(observation.get("proprioception"))
-    images = observation.get("images", [])
+    images = observation.get("images") if _present(observation, "images") else []
     if not isinstance(images, list):
         raise RequestRejected(422, "observation.images must be a list")
     stamps = [_check_image(image, i) for i, image in enumerate(images)]
-    instruction = observation.get("instruction", "")
+    instruction = observation.get("instruction") if _present(observation, "instruction") else ""
     if not isinstance(instruction, str):
         raise RequestRejected(422, "observation.instruction must be a string")
     known = [stamp for stamp in stamps if stamp is not None]
@@ -159,10 +183,7 @@ def check_observation(observation: Any) -> int | None:
 
 def check_options(options: Mapping[str, Any]) -> tuple[int | None, int | None]:
     """Validate the options the simulator understands; return (action_horizon, seed).
-    Unknown options are ignored, but null values are refused: clients must omit them."""
-    for key, value in options.items():
-        if value is None:
-            raise RequestRejected(422, f"option {key!r} is null; omit it instead")
+    Unknown options are ignored; a null option is absent, as it is for the real gateway."""
     horizon = options.get("action_horizon")
     if horizon is not None and (
         not isinstance(horizon, int) or isinstance(horizon, bool) or not 0 < horizon <= MAX_HORIZON

@@ -34,6 +34,7 @@ import numpy as np
 from ..types import FloatArray
 from .catalogue import CATALOGUE, SimModel, find_model, reference_action
 from .faults import Fault
+from .responses import ERROR_SHAPES
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +112,15 @@ class GatewaySimulator:
         models: Sequence[SimModel] | None = None,
         action_noise: float = 0.0,
         state_conditioned: bool = False,
+        error_shape: str = "newer",
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be >= 1")
+        if error_shape not in ERROR_SHAPES:
+            raise ValueError(f"error_shape must be one of {ERROR_SHAPES}, got {error_shape!r}")
+        #: ``"older"``: error bodies as the gateway sent them when the 0.1.0 client was
+        #: released (``{"detail": {"status": "warming_up", ...}}``); see ``older_error_body``.
+        self.error_shape = error_shape
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
         self.host = host

@@ -1,0 +1,121 @@
+"""Installing the package as a new user would: a fresh Python 3.10 venv with its stock pip.
+
+Ubuntu 22.04 (where Humble runs) ships Python 3.10 with a pip that, for a project without a
+pyproject.toml and without `wheel` installed, falls back to `setup.py install`; that once put
+`sequence-ai` in `<venv>/lib/sequence_ai_ros`, off PATH. This builds a real venv, does not
+upgrade its pip, installs a copy of the source tree and runs the command from the venv's bin.
+The colcon half runs the command colcon-python-setup-py runs for an ament_python package.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOT_SOURCE = (".venv", ".git", "build", "install", "log", "*.egg-info", "__pycache__", "*_cache")
+NOT_SOURCE += (".hypothesis", "results")
+
+
+def _python310() -> str | None:
+    candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.10.*/bin/python3.10")))
+    candidates += [path for path in (shutil.which("python3.10"),) if path]
+    if sys.version_info[:2] == (3, 10):
+        candidates.append(getattr(sys, "_base_executable", sys.executable))
+    for candidate in candidates:
+        probe = subprocess.run(
+            # Debian ships ensurepip (which venv needs for pip) in python3-venv
+            [candidate, "-c", "import sys, ensurepip; print(sys.version_info[:2] == (3, 10))"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if probe.stdout.strip() == "True":
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def source_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The source tree as a fresh clone has it (no venv, no build leftovers)."""
+    target = tmp_path_factory.mktemp("clone") / "sequence_ai_ros"
+    shutil.copytree(ROOT, target, ignore=shutil.ignore_patterns(*NOT_SOURCE))
+    return target
+
+
+@pytest.fixture(scope="module")
+def stock_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    python = _python310()
+    if python is None:
+        pytest.skip("no Python 3.10 with venv support (python3-venv) on this machine")
+    venv = tmp_path_factory.mktemp("venv") / "v"
+    subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120)
+    return venv
+
+
+def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, capture_output=True, text=True, check=False, timeout=420, **kwargs
+    )  # type: ignore[call-overload, no-any-return]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("ros_sourced", [False, True], ids=["plain", "ros-sourced"])
+def test_pip_install_puts_sequence_ai_on_path(
+    source_copy: Path, stock_venv: Path, ros_sourced: bool
+) -> None:
+    env = dict(os.environ)
+    if ros_sourced:  # pip in a shell where ROS 2 is sourced still builds a normal wheel
+        env["AMENT_PREFIX_PATH"] = "/opt/ros/humble"
+    python = str(stock_venv / "bin" / "python")
+    command = [python, "-m", "pip", "install", "-q", "."]
+    if ros_sourced:  # the second install in this venv: replace the first, deps are there
+        command += ["--force-reinstall", "--no-deps"]
+    pip = _run(command, cwd=source_copy, env=env)
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    assert "legacy 'setup.py install'" not in pip.stderr
+    command = stock_venv / "bin" / "sequence-ai"
+    assert command.is_file(), sorted(p.name for p in (stock_venv / "bin").iterdir())
+    assert not (stock_venv / "lib" / "sequence_ai_ros").exists()
+    record = next(stock_venv.glob("lib/python3*/site-packages/sequence_ai_ros-*/RECORD"))
+    assert record.read_text().count("bin/sequence-ai,") == 1  # one script, not two
+    helped = _run([str(command), "--help"])
+    assert helped.returncode == 0, helped.stderr
+    assert "models" in helped.stdout and "sim" in helped.stdout
+    # The import name differs from the distribution name; both must be what the README says.
+    shown = _run([str(stock_venv / "bin" / "python"), "-m", "pip", "show", "sequence_ai_ros"])
+    assert shown.returncode == 0 and "Name: sequence" in shown.stdout
+    imported = _run([str(stock_venv / "bin" / "python"), "-c", "import sequence_ai_core"])
+    assert imported.returncode == 0, imported.stderr
+
+
+@pytest.mark.timeout(600)
+def test_colcon_style_install_keeps_ros_executables_in_lib(
+    source_copy: Path, stock_venv: Path, tmp_path: Path
+) -> None:
+    prefix, build = tmp_path / "install", tmp_path / "build"
+    build.mkdir()
+    env = dict(os.environ, AMENT_PREFIX_PATH="/opt/ros/humble")
+    command = [str(stock_venv / "bin" / "python"), "setup.py", "-q"]
+    command += ["egg_info", "--egg-base", str(build), "build", "--build-base", str(build)]
+    command += ["install", "--prefix", str(prefix), "--record", str(tmp_path / "record")]
+    command += ["--single-version-externally-managed"]
+    built = _run(command, cwd=source_copy, env=env)
+    assert built.returncode == 0, built.stderr[-3000:]
+    lib = prefix / "lib" / "sequence_ai_ros"
+    assert {p.name for p in lib.iterdir()} >= {"policy_node", "sim_arm_node", "sequence-ai"}
+    on_path = prefix / "bin" / "sequence-ai"  # colcon puts <prefix>/bin on PATH
+    assert on_path.is_file() and os.access(on_path, os.X_OK)
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    helped = _run(
+        [str(stock_venv / "bin" / "python"), str(on_path), "--help"],
+        env=dict(os.environ, PYTHONPATH=str(site)),
+    )
+    assert helped.returncode == 0, helped.stderr
+    assert "login" in helped.stdout
