@@ -76,7 +76,7 @@ setup(
             # the Makefile reinstalls this package after the extras so ours is on PATH.
             "sequence-ai==0.1.0",
         ],
-        "bench": ["matplotlib>=3.5"],
+        "bench": ["matplotlib>=3.5", "sequence-ai==0.1.0"],
     },
     zip_safe=True,
     entry_points={"console_scripts": CONSOLE_SCRIPTS},

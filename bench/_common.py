@@ -7,12 +7,15 @@ between columns measured together are what carries over.
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import platform
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -89,3 +92,28 @@ def self_signed_cert(directory: Path) -> tuple[str, str]:
         capture_output=True,
     )  # fmt: skip
     return str(cert), str(key)
+
+
+def _serve(conn: Any, options: dict[str, Any]) -> None:
+    from sequence_ai_core.sim import GatewaySimulator
+
+    with GatewaySimulator(api_key=BENCH_KEY, **options) as sim:
+        conn.send(sim.url)
+        conn.recv()
+        conn.send(sim.stats())
+
+
+@contextlib.contextmanager
+def simulator_process(**options: Any) -> Iterator[str]:
+    """A ``GatewaySimulator`` in a process of its own (its threads must not share the GIL
+    with the client being measured); yields its URL."""
+    context = multiprocessing.get_context("spawn")
+    here, there = context.Pipe()
+    process = context.Process(target=_serve, args=(there, options), daemon=True)
+    process.start()
+    try:
+        yield here.recv()
+    finally:
+        here.send("stop")
+        here.recv()
+        process.join(timeout=10)

@@ -21,10 +21,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from bench._common import BENCH_KEY, machine_note, table
+from bench._common import BENCH_KEY, machine_note, ratio, table
 from sequence_ai_core.engine import Tick
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
@@ -37,8 +38,21 @@ MEDIAN_S = 0.79
 STRATEGIES = {
     "a": "(a) refill when empty",
     "b": "(b) 1 in flight, EMA lead",
-    "c": "(c) engine",
+    "c": "(c) engine (default)",
 }
+#: The frontier: every named engine setting besides the default (round trip, 3 in flight).
+FRONTIER = {
+    "r1": ("round_trip", 1),
+    "r2": ("round_trip", 2),
+    "f2": ("fresh", 2),
+    "f3": ("fresh", 3),
+    "f4": ("fresh", 4),
+}
+LABELS = {
+    **STRATEGIES,
+    **{k: f"{fresh}, max_in_flight={m}" for k, (fresh, m) in FRONTIER.items()},
+}
+FIGURE = Path(__file__).resolve().parent / "results" / "frontier.png"
 #: Lognormal log-sigma -> p99/median = e^(2.326 sigma).
 QUICK_JITTERS = (0.15, 0.3)
 FULL_JITTERS = (0.1, 0.2, 0.3)
@@ -151,6 +165,15 @@ class Result:
     def boundary_underrun_rate(self) -> float:
         return self.outcome.stalls / max(1, self.outcome.chunks - 1)
 
+    @property
+    def requests_per_chunk(self) -> float:
+        """Requests answered (played or wasted) per chunk-length of motion; 1.0 is the floor.
+        The one still in flight when the run ends is left out: it costs one request per
+        run, not per chunk, and would read as +10 % in a ten-chunk run."""
+        chunk_s = CATALOGUE[self.model].covers_seconds
+        answered = self.outcome.chunks + self.outcome.wasted_requests
+        return answered / max(self.motion_s / chunk_s, 1e-9)
+
 
 Job = tuple[str, str, float, float, int]
 
@@ -179,13 +202,16 @@ def one_run(job: Job, start_at: float) -> Result:
             finally:
                 player.close()
         else:
+            freshness, in_flight = FRONTIER.get(strategy, ("round_trip", 3))
             outcome = policy.run(
                 arm.observe,
                 arm.act,
                 max_actions=max_actions,
                 validate=lambda action: bool(np.all(np.isfinite(action))),
-                prefetch=strategy == "c",
+                prefetch=strategy != "a",
                 on_chunk=on_chunk,
+                freshness=freshness,
+                max_in_flight=in_flight,
             )
     return Result(model, strategy, jitter, outcome, in_chunk[0])
 
@@ -218,9 +244,9 @@ def fixed_latency_table(results: list[Result]) -> str:
                 f"{o.underrun_s:.2f}",
                 f"{o.max_gap_s * 1000:.0f}",
                 f"{o.max_seam_jump:.4f}",
-                f"{r.in_chunk_step:.4f}",
+                ratio(o.max_seam_jump, r.in_chunk_step),
                 f"{o.staleness_p50_s:.2f} / {o.staleness_p95_s:.2f}",
-                f"{o.requests / max(r.motion_s, 1e-9):.2f}",
+                f"{r.requests_per_chunk:.2f}",
                 o.skipped_late if r.strategy != "b" else "-",
             ]
         )
@@ -232,12 +258,72 @@ def fixed_latency_table(results: list[Result]) -> str:
         "underrun s",
         "max gap ms",
         "max seam",
-        "max in-chunk step",
+        "seam / largest in-chunk step",
         "staleness p50/p95 s",
-        "requests / s moving",
+        "requests per chunk of motion",
         "late-tick skips",
     ]
     return table(headers, rows)
+
+
+def frontier_table(results: list[Result]) -> str:
+    """Requests per chunk of motion against staleness, per model and engine setting."""
+    by_key = {(r.model, r.strategy): r for r in results}
+    rows = []
+    for model in CATALOGUE:
+        default = by_key[(model, "c")]
+        for key in ["c", *FRONTIER]:
+            r = by_key[(model, key)]
+            o = r.outcome
+            rows.append(
+                [
+                    model,
+                    "**default** (round_trip, max_in_flight=3)" if key == "c" else LABELS[key],
+                    f"{r.requests_per_chunk:.2f}",
+                    ratio(r.requests_per_chunk, default.requests_per_chunk),
+                    f"{o.staleness_p50_s:.2f}",
+                    ratio(o.staleness_p50_s, default.outcome.staleness_p50_s),
+                    pct(o.duty_cycle),
+                    ratio(o.max_seam_jump, r.in_chunk_step),
+                ]
+            )
+    headers = [
+        "model",
+        "setting",
+        "requests per chunk",
+        "vs default",
+        "staleness p50 s",
+        "vs default",
+        "duty",
+        "seam / in-chunk step",
+    ]
+    return table(headers, rows)
+
+
+def frontier_figure(results: list[Result]) -> None:
+    """Requests per chunk (x) against staleness p50 (y), one panel per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(CATALOGUE), figsize=(4 * len(CATALOGUE), 3.6), sharey=True)
+    for axis, model in zip(axes, CATALOGUE, strict=True):
+        for r in (r for r in results if r.model == model and r.strategy in ["c", *FRONTIER]):
+            default = r.strategy == "c"
+            x, y = r.requests_per_chunk, r.outcome.staleness_p50_s
+            axis.scatter([x], [y], s=70 if default else 30, c="C3" if default else "C0")
+            name = "default" if default else LABELS[r.strategy].replace("max_in_flight=", "M=")
+            axis.annotate(name, (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+        axis.set_title(f"{model} ({CATALOGUE[model].covers_seconds:.2f} s)", fontsize=9)
+        axis.set_xlabel("requests per chunk of motion")
+        axis.grid(alpha=0.3)
+    axes[0].set_ylabel("staleness p50 (s)")
+    fig.suptitle(f"Cost of freshness at a {MEDIAN_S} s refill", fontsize=10)
+    fig.tight_layout()
+    FIGURE.parent.mkdir(exist_ok=True)
+    fig.savefig(FIGURE, dpi=110)
+    plt.close(fig)
 
 
 def jitter_table(results: list[Result]) -> str:
@@ -254,9 +340,17 @@ def jitter_table(results: list[Result]) -> str:
                     f"{c.boundary_underrun_rate:.1%} ({c.outcome.stalls}/{c.outcome.chunks - 1})",
                     pct(b.outcome.duty_cycle),
                     pct(c.outcome.duty_cycle),
-                    f"{c.outcome.requests / max(c.motion_s, 1e-9):.2f}",
+                    f"{c.requests_per_chunk:.2f}",
                 ]
             )
+    stalls = {s: sum(r.outcome.stalls for r in results if r.strategy == s) for s in "bc"}
+    bounds = {s: sum(max(0, r.outcome.chunks - 1) for r in results if r.strategy == s)
+              for s in "bc"}  # fmt: skip
+    rows.append(
+        ["**all**", "-"]
+        + [f"**{stalls[s] / max(1, bounds[s]):.1%}** ({stalls[s]}/{bounds[s]})" for s in "bc"]
+        + ["-", "-", "-"]
+    )
     headers = [
         "model",
         "p99 / median",
@@ -264,22 +358,25 @@ def jitter_table(results: list[Result]) -> str:
         "(c) underruns per boundary",
         "(b) duty",
         "(c) duty",
-        "(c) requests / s moving",
+        "(c) requests per chunk",
     ]
     return table(headers, rows)
 
 
 def run(full: bool) -> str:
-    seconds = 45.0 if full else 10.0
+    seconds = 45.0 if full else 15.0
     jitters = FULL_JITTERS if full else QUICK_JITTERS
     # (a) moves 40-75 % of the time: half the motion keeps its wall time near the others'
     share = {"a": 0.5, "b": 1.0, "c": 1.0}
     fixed = [(m, s, seconds * share[s], 0.0, 1) for m in CATALOGUE for s in STRATEGIES]
+    frontier = [(m, s, seconds, 0.0, 1) for m in CATALOGUE for s in FRONTIER]
     swept = [(m, s, seconds * 1.2, j, 7) for j in jitters for m in CATALOGUE for s in "bc"]
     started = time.monotonic()
-    # two batches, so that the fixed-latency runs share the machine with fewer others
+    # batches, so that each run shares the machine with fewer others
     fixed_results = run_all(fixed)
+    frontier_results = run_all(frontier)
     swept_results = run_all(swept)
+    frontier_figure(fixed_results + frontier_results)
     return "\n\n".join(
         [
             "# Continuity: time moving at a 0.79 s refill",
@@ -296,10 +393,14 @@ def run(full: bool) -> str:
             "runs; its steady state is covers / (covers + 0.79 s): 56 / 73 / 45 / 39 % in "
             "table order.",
             fixed_latency_table(fixed_results),
+            "### Frontier: requests against staleness\n\nThe same fixed 0.79 s refill, every "
+            "named engine setting. Requests per chunk of motion = requests / (seconds moved "
+            "/ chunk length); 1.0 is the floor. Figure: `bench/results/frontier.png`.",
+            frontier_table(fixed_results + frontier_results),
             f"Jitter sweep: lognormal latency, median {MEDIAN_S} s, {seconds * 1.2:.0f} s of "
             "motion per run. Underrun rate = separate stalls / chunk boundaries.",
             jitter_table(swept_results),
-            f"_{len(fixed)} then {len(swept)} runs in parallel, "
+            f"_{len(fixed)}, {len(frontier)} then {len(swept)} runs in parallel, "
             f"{time.monotonic() - started:.0f} s wall._",
         ]
     )

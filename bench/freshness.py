@@ -6,7 +6,7 @@ flight with an EMA lead, new chunk from its first step; this engine) drive lingb
 seam jump, every command is compared with where the simulator's reference trajectory is at
 the moment it is sent (``reference_position(model, time.time())``): the tracking error a
 stale or replayed plan shows up as on a real arm. Row (c') is the engine with
-``freshness="round_trip"`` (lag = the whole refill time) for comparison.
+``freshness="fresh"`` (the smallest sustainable lag, more requests) for comparison.
 
 A second table repeats the runs against a state-conditioned simulator: each chunk starts
 at the joint positions the observation reported and moves as the reference does from
@@ -37,7 +37,7 @@ MODEL = "lingbot-va-5b"
 #: Seconds of motion per strategy. The figure uses the same runs (see record_strategies).
 QUICK_SECONDS, FULL_SECONDS = 8.0, 20.0
 #: The strategies of this table: continuity's three plus the engine at round-trip lag.
-ROWS = {**STRATEGIES, "r": "(c') engine, lag = round trip"}
+ROWS = {**STRATEGIES, "r": "(c') engine, freshness=fresh"}
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def record_run(
                 max_actions=max_actions,
                 validate=lambda action: bool(np.all(np.isfinite(action))),
                 prefetch=strategy in "cr",
-                freshness="round_trip" if strategy == "r" else "fresh",
+                freshness="fresh" if strategy == "r" else "round_trip",
             )
     return Recording(model, strategy, outcome, commands)
 

@@ -21,14 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, us
+from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, simulator_process, us
 from bench._common import table as markdown_table
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.frames import RawFrame
+from sequence_ai_core.images import encode_image
 from sequence_ai_core.policy import connect
-from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimModel, SimulatedArm
+from sequence_ai_core.runner import drive
+from sequence_ai_core.sim import CATALOGUE, SimModel, SimulatedArm
 from sequence_ai_core.sim.catalogue import reference_chunk
 from sequence_ai_core.sim.responses import act_body
-from sequence_ai_core.types import FloatArray, Observation, Prediction
+from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Prediction
 from sequence_ai_core.wire import parse_prediction
 
 MODEL = CATALOGUE["lingbot-vla-v2-6b"]
@@ -122,22 +125,58 @@ def _intervals(stamps: list[float]) -> FloatArray:
     return np.diff(np.asarray(stamps))
 
 
-def run_loop_overhead(actions: int) -> dict[str, dict[str, float]]:
-    """Policy.run() at 50 Hz against a hand-written sleep-to-deadline loop over an array."""
+class TimedPlayer:
+    """The engine, with the caller's-thread CPU and wall time of every tick recorded, and
+    which ticks started a request (called ``observe``)."""
+
+    def __init__(self, engine: PlaybackEngine) -> None:
+        self.engine = engine
+        self.cpu: list[float] = []
+        self.wall: list[float] = []
+        self.starts: list[bool] = []
+
+    @property
+    def period_s(self) -> float | None:
+        return self.engine.period_s
+
+    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Any:
+        before = self.engine.requests_started
+        cpu, wall = time.thread_time(), time.perf_counter()
+        result = self.engine.tick(now, observe)
+        self.wall.append(time.perf_counter() - wall)
+        self.cpu.append(time.thread_time() - cpu)
+        self.starts.append(self.engine.requests_started > before)
+        return result
+
+    def wait_any(self, timeout_s: float) -> bool:
+        return self.engine.wait_any(timeout_s)
+
+    def outcome(self, *, reason: str, stopped_early: bool) -> Any:
+        return self.engine.outcome(reason=reason, stopped_early=stopped_early)
+
+
+def run_loop_overhead(actions: int, hz: float) -> dict[str, dict[str, float]]:
+    """run()'s loop (the engine driven by ``runner.drive``, as ``Policy.run`` does after its
+    catalogue lookup) at ``hz`` against a hand-written sleep-to-deadline loop over an array."""
     obs = _observation()
     out: dict[str, dict[str, float]] = {}
-    with GatewaySimulator(api_key=BENCH_KEY, latency_s=0.02) as sim:
+    with simulator_process(latency_s=0.02) as url:
         stamps: list[float] = []
-        with connect(MODEL.short_id, api_key=BENCH_KEY, base_url=sim.url, control_hz=LOOP_HZ) as p:
-            cpu = time.thread_time()
-            outcome = p.run(
-                lambda: obs,
-                lambda action: stamps.append(time.perf_counter()),
-                max_actions=actions,
-                validate=lambda action: True,
-            )
-            cpu = time.thread_time() - cpu
-        out["run()"] = _loop_stats(stamps, cpu, underruns=outcome.underruns)
+        with connect(MODEL.short_id, api_key=BENCH_KEY, base_url=url, control_hz=hz) as p:
+            covers = p.describe().covers_seconds
+            config = EngineConfig(control_hz=hz, expected_covers_s=covers)
+            with PlaybackEngine(p, config) as engine:
+                cpu = time.thread_time()
+                outcome = drive(
+                    engine,
+                    lambda: obs,
+                    lambda action: stamps.append(time.perf_counter()),
+                    max_actions=actions,
+                    validate=lambda action: True,
+                    period_hint_s=1 / hz,
+                )
+                cpu = time.thread_time() - cpu
+        out["run()"] = _loop_stats(stamps, cpu, hz, underruns=outcome.underruns)
     steps = reference_chunk(MODEL, time.time(), actions)
     stamps = []
     cpu = time.thread_time()
@@ -145,21 +184,74 @@ def run_loop_overhead(actions: int) -> dict[str, dict[str, float]]:
     for i in range(actions):
         stamps.append(time.perf_counter())
         steps[i].copy()
-        time.sleep(max(0.0, t0 + (i + 1) / LOOP_HZ - time.monotonic()))
-    out["floor"] = _loop_stats(stamps, time.thread_time() - cpu, underruns=0)
+        time.sleep(max(0.0, t0 + (i + 1) / hz - time.monotonic()))
+    out["floor"] = _loop_stats(stamps, time.thread_time() - cpu, hz, underruns=0)
     return out
 
 
-def _loop_stats(stamps: list[float], cpu: float, *, underruns: int) -> dict[str, float]:
+def _loop_stats(stamps: list[float], cpu: float, hz: float, *, underruns: int) -> dict[str, float]:
     # The first interval of run() includes the first request; pacing is judged after it.
-    error = np.abs(_intervals(stamps)[1:] - 1.0 / LOOP_HZ)
+    intervals = _intervals(stamps)[1:]
+    error = np.abs(intervals - 1.0 / hz)
     return {
         "cpu_per_action": cpu / len(stamps),
         "jitter_p50": quantile(list(error), 0.5),
         "jitter_p95": quantile(list(error), 0.95),
         "jitter_max": float(error.max()) if error.size else float("nan"),
+        "gaps": float(np.sum(intervals > 1.5 / hz)),
         "underruns": float(underruns),
     }
+
+
+def camera_observer(encode_on_worker: bool, copy: bool = True) -> Callable[[], Observation]:
+    """``observe`` for a robot with two 640x480 cameras: frames encoded right there (224x224
+    JPEG, on the caller's thread), or handed over as ``RawFrame`` for the worker."""
+    arm = SimulatedArm(MODEL, cameras=False)
+    rng = np.random.default_rng(0)
+    pictures = [rng.integers(0, 255, (480, 640, 3), dtype=np.uint8) for _ in range(2)]
+    views = MODEL.camera_views or ("exterior_1", "wrist_left")
+
+    def observe() -> Observation:
+        base = arm.observe(instruction="bench")
+        if encode_on_worker:
+            images: tuple[ImageFrame, ...] = tuple(
+                RawFrame(view, picture, copy=copy)
+                for view, picture in zip(views, pictures, strict=False)
+            )
+        else:
+            images = tuple(
+                encode_image(picture, view=view)
+                for view, picture in zip(views, pictures, strict=False)
+            )
+        return Observation(proprioception=base.proprioception, images=images)
+
+    return observe
+
+
+def control_thread_cost(actions: int) -> dict[str, TimedPlayer]:
+    """Caller's-thread time of every tick of run()'s loop at 50 Hz with two cameras, the
+    simulator in its own process."""
+    out = {}
+    with simulator_process(latency_s=0.3) as url:
+        for name, on_worker, copy in (
+            ("in observe", False, True),
+            ("RawFrame (worker)", True, True),
+            ("RawFrame, copy=False", True, False),
+        ):
+            with connect(MODEL.short_id, api_key=BENCH_KEY, base_url=url, control_hz=LOOP_HZ) as p:
+                config = EngineConfig(control_hz=LOOP_HZ, expected_covers_s=0.5)
+                with PlaybackEngine(p, config) as engine:
+                    player = TimedPlayer(engine)
+                    drive(
+                        player,
+                        camera_observer(on_worker, copy),
+                        lambda action: None,
+                        max_actions=actions,
+                        validate=lambda action: True,
+                        period_hint_s=1 / LOOP_HZ,
+                    )
+            out[name] = player
+    return out
 
 
 def memory_over_chunks(chunks: int, steps_per_chunk: int = 2) -> list[tuple[int, float]]:
@@ -201,7 +293,8 @@ def run(full: bool) -> str:
     )
     ticking = tick_cost(ticks)
     parsing = chunk_cost(repeats)
-    looping = run_loop_overhead(actions)
+    looping = {hz: run_loop_overhead(int(actions * hz / LOOP_HZ), hz) for hz in (LOOP_HZ, 200.0)}
+    cameras = control_thread_cost(actions)
     memory = memory_over_chunks(chunks)
     return "\n\n".join(
         [
@@ -210,8 +303,18 @@ def run(full: bool) -> str:
             f"CPU is the measuring thread's CPU time (`time.thread_time`), so the simulator's "
             f"threads are not counted. Model: {MODEL.short_id}.",
             render_cpu(ticking, parsing, ticks, repeats),
-            f"### `run()` at {LOOP_HZ:g} Hz ({actions} actions)",
+            f"### `run()`'s loop against a bare loop ({actions} actions at {LOOP_HZ:g} Hz, "
+            f"{actions * 4} at 200 Hz)",
+            "CPU per action on the caller's thread: the engine and the driver (`runner.drive`, "
+            "the loop `Policy.run` runs after its catalogue lookup) against a loop that sleeps "
+            "to deadlines and indexes an array. Gaps: intervals over 1.5 periods.",
             render_loop(looping),
+            "### The control thread's time per tick (50 Hz, two 640x480 cameras)",
+            "Caller's-thread CPU and wall time of each tick, all ticks and the ticks that "
+            "started a request (they call `observe`). Frames encoded in `observe` (224x224 "
+            "JPEG) against `RawFrame`, encoded by the worker that builds the request. The "
+            "budget is 5 % of a 20 ms period: 1 ms.",
+            render_cameras(cameras),
             f"### Memory over {chunks:,} chunks (tracemalloc, engine + wire parsing)",
             render_memory(memory),
         ]
@@ -239,33 +342,57 @@ def render_cpu(
     )
 
 
-def render_loop(looping: dict[str, dict[str, float]]) -> str:
-    floor = looping["floor"]
-    rows = [
-        [
-            name if name == "floor" else "`Policy.run()` (engine, prefetch)",
-            us(stats["cpu_per_action"]),
-            ratio(stats["cpu_per_action"], floor["cpu_per_action"]),
-            ms(stats["jitter_p50"], 2),
-            ms(stats["jitter_p95"], 2),
-            ms(stats["jitter_max"], 2),
-            f"{stats['underruns']:.0f}",
-        ]
-        for name, stats in looping.items()
-    ]
-    rows[-1][0] = "floor: sleep to deadlines, index an array"
+def render_loop(looping: dict[float, dict[str, dict[str, float]]]) -> str:
+    rows = []
+    for hz, stats_by_loop in looping.items():
+        floor = stats_by_loop["floor"]
+        for name, stats in stats_by_loop.items():
+            rows.append(
+                [
+                    f"{hz:g} Hz",
+                    "`run()`'s loop (engine + driver)" if name != "floor"
+                    else "floor: sleep to deadlines, index an array",
+                    us(stats["cpu_per_action"]),
+                    ratio(stats["cpu_per_action"], floor["cpu_per_action"]),
+                    ms(stats["jitter_p50"], 2),
+                    ms(stats["jitter_p95"], 2),
+                    ms(stats["jitter_max"], 2),
+                    f"{stats['gaps']:.0f}",
+                    f"{stats['underruns']:.0f}",
+                ]
+            )  # fmt: skip
     return markdown_table(
-        [
-            "loop",
-            "CPU µs/action",
-            "vs floor",
-            "period error p50 ms",
-            "p95 ms",
-            "max ms",
-            "underruns",
-        ],
+        ["rate", "loop", "CPU µs/action", "vs floor", "period error p50 ms", "p95 ms", "max ms",
+         "gaps > 1.5 periods", "underruns"],
         rows,
-    )
+    )  # fmt: skip
+
+
+def render_cameras(cameras: dict[str, TimedPlayer]) -> str:
+    period = 1 / LOOP_HZ
+    rows = []
+    for name, player in cameras.items():
+        cpu, wall, starts = np.array(player.cpu), np.array(player.wall), np.array(player.starts)
+        for which, mask in (
+            ("every tick", np.ones_like(starts)),
+            ("ticks starting a request", starts),
+        ):
+            c, w = cpu[mask.astype(bool)], wall[mask.astype(bool)]
+            if c.size == 0:
+                continue
+            rows.append(
+                [
+                    name, which, f"{c.size}",
+                    ms(float(np.median(c)), 3), ms(float(c.max()), 3),
+                    f"{c.max() / period:.1%}",
+                    ms(float(np.quantile(w, 0.99)), 3), ms(float(w.max()), 3),
+                ]
+            )  # fmt: skip
+    return markdown_table(
+        ["frames", "ticks", "count", "CPU p50 ms", "CPU max ms", "CPU max / period",
+         "wall p99 ms", "wall max ms"],
+        rows,
+    )  # fmt: skip
 
 
 def render_memory(readings: list[tuple[int, float]]) -> str:

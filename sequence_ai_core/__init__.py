@@ -15,6 +15,7 @@ from .errors import (
     SequencesError,
     Unavailable,
 )
+from .frames import RawFrame
 from .images import encode_image
 from .outcome import RunOutcome
 from .policy import Policy, connect
@@ -41,6 +42,7 @@ __all__ = [
     "Policy",
     "Prediction",
     "Proprioception",
+    "RawFrame",
     "RunOutcome",
     "SequencesError",
     "Tick",

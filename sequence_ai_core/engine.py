@@ -10,35 +10,15 @@ plays the step due now, so late or missed ticks never shift it. The anchor is th
 observation time plus the run's lag; steps that passed while a request was in flight are
 skipped and counted for absolute and velocity spaces, never for delta spaces.
 
-The lag. A chunk observed at ``t_o`` arrives at ``t_o + L`` and is playable until
-``t_o + lag + covers``, a window ``W = covers + lag - L``. Continuous play with at most
-``max_in_flight`` (M) requests outstanding needs requests at most ``W`` apart and ``W`` at
-least about ``L/M``, so the engine aims the lag at ``max(0, L + L/M - covers)`` plus one
-period (``freshness="fresh"``, the default), with L the quantile below; it stops shrinking
-one period above that target (hysteresis). ``freshness="round_trip"`` aims at L itself.
-The cost of freshness is requests: about one per ``W`` minus a period of motion. At a fixed
-0.80 s refill (as measured, in whole ticks), steady state, fresh vs round trip:
-
-    chunk            lag s         played plan behind s   staleness p50 s   requests / s
-    1.00 s, 15 Hz    0.20 / 0.80   0.20 / 0.80            0.93 / 1.27       2.7 / 1.1
-    2.13 s, 15 Hz    0.13 / 0.80   0.13 / 0.80            1.47 / 1.77       0.7 / 0.5
-    0.64 s, 25 Hz    0.52 / 0.80   0.52 / 0.80            0.96 / 1.08       2.9 / 1.7
-    0.50 s, 30 Hz    0.63 / 0.80   0.63 / 0.80            0.93 / 1.03       3.3 / 2.0
-
-The tracking error against a moving reference, and the backward jump at every swap with a
-policy that predicts from the arm's observed state, scale with how far behind the plan
-plays (``bench/freshness.py``). A smaller ``max_in_flight`` also lowers the request rate, at
-a larger lag. The lag moves toward its target by at most one period per arriving chunk, so
-a swap moves the plan by at most one extra step.
-
-Prefetch. The next request starts when the plan, including what the requests in flight will
-cover (each until its window ends, with the lag it will have when it lands), ends sooner
-than the expected refill time: the 95th percentile of the last 50 measured refill latencies
-(latency is right-skewed, so a mean would miss every slow tail), at least the lag, plus one
-period. Until five refills were measured, the slowest one stands in for the quantile;
-before the first one, a single request is outstanding (or, given the catalogue's chunk
-length, requests staggered 0.9 chunk apart). Up to ``max_in_flight`` requests run at once,
-each started at its own tick with its own fresh observation.
+Refills (``timing``): the next request starts when the plan, including what the requests
+in flight will cover, ends sooner than one lead from now (a high quantile of measured
+refill times plus a period). By default the lag is that refill time, which keeps requests
+at about one per chunk of motion; ``freshness="fresh"`` plays fresher plans for more
+requests. The lag moves toward its target in at most ``plan.LAG_CONVERGE_CHUNKS`` chunks.
+Before the first refill lands, one request is outstanding (or, given the catalogue's chunk
+length, two staggered 0.9 chunk apart). Requests run on worker threads, each started at its
+own tick with its own observation; the body (images included) is built and the answer
+copied and checked there. While the gateway queues, at most one is outstanding (``load``).
 
 ``next_action()`` (on ``Policy``) stays the simple, synchronous loop: it fetches when its
 buffer is empty and stops the arm meanwhile. Use ``run()`` or this engine to keep moving.
@@ -46,43 +26,29 @@ buffer is empty and stops the arm meanwhile. Use ``run()`` or this engine to kee
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, PolicyLike, Tick
-from .errors import (
-    InvalidRequest,
-    InvalidResponse,
-    SequencesError,
-    Unavailable,
-    cold_start_advice,
-)
+from .errors import InvalidRequest, InvalidResponse, SequencesError
+from .load import LoadMonitor
 from .outcome import RunOutcome
-from .plan import SKIPPING_SPACES, ChunkPlan, checked_period
-from .stats import PlaybackStats, SampleWindow
+from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared, checked_period, prepare
+from .retries import RetryPolicy
+from .stats import PlaybackStats
+from .timing import RefillTiming, startup_refill_due
 from .types import ActionChunk, Observation, Prediction
-
-log = logging.getLogger(__name__)
-
-LEAD_QUANTILE = 0.95
-LATENCY_WINDOW = 50
-MIN_LATENCY_SAMPLES = 5
-#: Startup refills (before anything was measured) start this many chunk lengths apart.
-STARTUP_SPACING = 0.9
-#: Wait before retrying a warming worker that gave no Retry-After.
-DEFAULT_WARMING_RETRY_S = 1.0
 
 
 @dataclass
 class _Request:
-    future: Future[Prediction]
+    future: Future[Prepared]
     observed_at: float
 
 
@@ -121,19 +87,22 @@ class PlaybackEngine:
         self._requests: list[_Request] = []
         self._plan = ChunkPlan(self.config.smooth_seam)
         self._stats = PlaybackStats()
-        self._lead_latency = SampleWindow(LATENCY_WINDOW)
+        self._timing = RefillTiming(self.config.freshness, self.config.max_in_flight)
+        self._load = LoadMonitor(self.config.max_in_flight, enabled=self.config.backoff)
         self._covers_s = 0.0
         self._seq = 0
         self._requests_started = 0
-        self._retries = 0
         self._discarded = 0
         self._first_tick_at: float | None = None
-        self._not_before = -math.inf
-        self._warming = False  # a cold worker answered before the first action
+        self._retry = RetryPolicy(self.config.startup_timeout_s, self._load)
         self._last_start_at = -math.inf
         self._error: SequencesError | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
+        self._arrived = False  # a request in flight completed since the last harvest
+        #: (projected plan end, lead): the next refill is due once less than the lead is left
+        self._due_at: tuple[float, float] | None = None
+        self._steady_until = -math.inf  # see _steady_deadline
 
     # ------------------------------------------------------------------ public surface
 
@@ -148,6 +117,8 @@ class PlaybackEngine:
             raise RuntimeError("PlaybackEngine is closed")
         if self._error is not None:
             raise self._error
+        if now < self._steady_until and not self._arrived:
+            return self._steady(now)
         if self._first_tick_at is None:
             self._first_tick_at = now
         try:
@@ -157,7 +128,21 @@ class PlaybackEngine:
         except SequencesError as exc:
             self._error = exc
             raise
+        self._steady_until = self._steady_deadline(now)
         return result
+
+    def _steady_deadline(self, now: float) -> float:
+        """Until when ticks need neither a harvest, a seam nor a refill decision: the plan's
+        steady span, cut at the next refill's due time. Most ticks then cost an index and a
+        copy (measured in bench/overhead.py: the whole tick was 3x a bare loop's step)."""
+        until = self._plan.steady_until()
+        if until == -math.inf or not self.config.prefetch:
+            return until
+        if len(self._requests) < self._load.limit:
+            if self._due_at is None:
+                self._due_at = self._next_request_at(now)
+            until = min(until, self._due_at[0] - self._due_at[1])
+        return until
 
     @property
     def current_chunk(self) -> tuple[ActionChunk, float] | None:
@@ -170,20 +155,21 @@ class PlaybackEngine:
         return len(self._requests)
 
     @property
+    def requests_started(self) -> int:
+        return self._requests_started
+
+    @property
+    def in_flight_limit(self) -> int:
+        """Requests allowed outstanding now: ``max_in_flight``, or one while backing off."""
+        return self._load.limit
+
+    @property
     def lag_s(self) -> float:
         return self._plan.lag_s
 
     def lead_s(self) -> float:
         """How far ahead of the plan's end the next refill starts; inf before any refill."""
-        if len(self._lead_latency) == 0:
-            return math.inf
-        return max(self._expected_latency(), self._plan.lag_s) + (self.period_s or 0.0)
-
-    def _expected_latency(self) -> float:
-        """High quantile of recent refills; the slowest one while there are too few."""
-        if len(self._lead_latency) < MIN_LATENCY_SAMPLES:
-            return self._lead_latency.max()
-        return self._lead_latency.quantile(LEAD_QUANTILE)
+        return self._timing.lead_s(self._plan.lag_s, self.period_s or 0.0)
 
     def wait_any(self, timeout_s: float) -> bool:
         """Block until a request in flight completes or ``timeout_s`` passes (for drivers
@@ -204,28 +190,32 @@ class PlaybackEngine:
         """Live numbers for diagnostics."""
         return {
             "state": self._state(),
-            "warming": int(self._warming and self._stats.first_action_at is None),
+            "warming": int(self._retry.warming and self._stats.first_action_at is None),
             "action_space": self.action_space or "",
             **self._stats.live(),
+            **self._load.live(),
             "discarded_chunks": self._discarded,
+            "wasted_requests": self._discarded + self._plan.superseded,
             "in_flight": len(self._requests),
             "requests": self._requests_started,
-            "retries": self._retries,
+            "retries": self._retry.retries,
             "lead_s": self.lead_s(),
             "lag_s": self._plan.lag_s,
         }
 
     def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome:
         start = self._first_tick_at
-        return self._stats.outcome(
+        outcome = self._stats.outcome(
             reason=reason,
             stopped_early=stopped_early,
             elapsed_s=0.0 if start is None else max(0.0, self._clock() - start),
             action_space=self.action_space,
-            retries=self._retries,
+            retries=self._retry.retries,
             requests=self._requests_started,
             error=self._error,
         )
+        wasted = self._discarded + self._plan.superseded
+        return self._load.report(replace(outcome, wasted_requests=wasted))
 
     def close(self, *, wait: bool = True) -> None:
         """Idempotent. Drops queued requests and stops the workers. An HTTP exchange already
@@ -235,6 +225,7 @@ class PlaybackEngine:
         if self._closed:
             return
         self._closed = True
+        self._steady_until = -math.inf
         for request in self._requests:
             request.future.cancel()
         self._requests.clear()
@@ -251,6 +242,10 @@ class PlaybackEngine:
     # ------------------------------------------------------------------ arrivals
 
     def _harvest(self, now: float) -> None:
+        if not self._arrived:  # set by the workers: most ticks have nothing to collect
+            return
+        self._arrived = False
+        self._due_at = None
         done = [r for r in self._requests if r.future.done()]
         if not done:
             return
@@ -261,7 +256,7 @@ class PlaybackEngine:
         for request in done:
             self._requests.remove(request)
             try:
-                prediction = request.future.result()
+                prepared = request.future.result()
             except CancelledError:
                 continue
             except SequencesError as exc:
@@ -269,22 +264,22 @@ class PlaybackEngine:
                 continue
             except ValueError as exc:  # the client refused the observation before sending
                 raise InvalidRequest(f"observation not sent: {exc}") from exc
-            if self._accept(request, prediction, now, holding=holding):
+            if self._accept(request, prepared, now, holding=holding):
                 holding = False
 
-    def _accept(
-        self, request: _Request, prediction: Prediction, now: float, *, holding: bool
-    ) -> bool:
+    def _accept(self, request: _Request, prepared: Prepared, now: float, *, holding: bool) -> bool:
+        prediction = prepared.prediction
         chunk = prediction.action_chunk
         period = self._check_chunk(chunk)
         latency = now - request.observed_at
-        self._lead_latency.add(latency)
+        self._timing.add(latency)
         self._stats.latency.add(latency)
+        self._load.refill(latency, prediction.perf, period)
         self._covers_s = len(chunk) * period
         if not holding:  # with few samples the target uses the slowest: safe to start early
             self._plan.adapt_lag(self._lag_target(period), period)
         planned = self._plan.add(
-            prediction,
+            prepared,
             seq=self._seq + 1,
             observed_at=request.observed_at,
             period_s=period,
@@ -301,17 +296,7 @@ class PlaybackEngine:
         return True
 
     def _lag_target(self, period: float) -> float:
-        """The smallest lag the refills sustain. A chunk observed at t_o arrives at t_o + L
-        and is playable until t_o + lag + covers: a window W = covers + lag - L. Requests
-        start one lead (L + period) before the plan ends, so they are W - period apart and
-        about L / (W - period) are in flight; at most ``max_in_flight`` (M) can be, hence
-        lag >= L + L/M - covers + period. Delta spaces skip nothing, so a smaller lag only
-        costs requests there: they keep the round trip, as does ``freshness="round_trip"``."""
-        latency = self._expected_latency()
-        if self.config.freshness == "round_trip" or self.action_space not in SKIPPING_SPACES:
-            return latency
-        spacing = latency / self.config.max_in_flight
-        return max(0.0, latency + spacing - self._covers_s) + period
+        return self._timing.lag_target(period, self._covers_s, self.action_space)
 
     def _check_chunk(self, chunk: ActionChunk) -> float:
         period = checked_period(chunk, self.config.control_hz)
@@ -329,32 +314,12 @@ class PlaybackEngine:
         return period
 
     def _on_failure(self, exc: SequencesError, now: float) -> None:
-        if not isinstance(exc, Unavailable):
-            raise exc
         started = self._stats.first_action_at is not None
-        if exc.warming:
-            if started:
-                raise exc  # a worker went cold under a running episode: stop and hold
-            first = now if self._first_tick_at is None else self._first_tick_at
-            remaining = first + self.config.startup_timeout_s - now
-            if remaining <= 0:
-                raise cold_start_advice(exc, self.config.startup_timeout_s) from exc
-            wait = exc.retry_after_s if exc.retry_after_s is not None else DEFAULT_WARMING_RETRY_S
-            log.info(
-                "model warming up; retrying in %.0f s (%.0f s of startup_timeout_s=%g left)",
-                min(wait, remaining),
-                remaining,
-                self.config.startup_timeout_s,
-            )
-            self._warming = True
-            self._not_before = max(self._not_before, now + min(wait, remaining))
-            self._retries += 1
-            return
-        wait = exc.retry_after_s or 0.0
-        if not started or self._plan.end(now) <= now + wait:
-            raise exc  # the plan no longer covers a retry
-        self._not_before = max(self._not_before, now + wait)
-        self._retries += 1
+        # a chunk accepted earlier in this same harvest has not played yet, but it is a plan
+        plan_end = self._plan.end(now) if started or self._seq > 0 else now
+        self._retry.on_failure(
+            exc, now, started=started, first_tick_at=self._first_tick_at, plan_end=plan_end
+        )
 
     # ------------------------------------------------------------------ playing
 
@@ -367,8 +332,23 @@ class PlaybackEngine:
             if self._on_underrun is not None:
                 self._on_underrun(gap)
             return Tick(None, "underrun", 0, -1, False, math.nan)
+        return self._record(now, step)
+
+    def _steady(self, now: float) -> Tick:
+        """The common tick: the chunk playing, by time index (its size and finiteness were
+        checked when it arrived, and its rows are read-only)."""
+        step = self._plan.continue_at(now)
         planned = step.planned
-        if step.action.shape != (self.action_dim,) or not np.all(np.isfinite(step.action)):
+        staleness = now - planned.observed_at
+        self._stats.skipped_late += step.skipped_late
+        self._stats.steady_action(now, step.raw, staleness)
+        return Tick(step.action, "action", planned.seq, step.index, False, staleness)
+
+    def _record(self, now: float, step: PlannedStep) -> Tick:
+        planned = step.planned
+        # the plan's steps are checked read-only copies: only a computed ramp needs a check
+        bad = step.ramped and not np.isfinite(step.action).all()
+        if bad or step.action.shape != (self.action_dim,):
             raise InvalidResponse("planned action is not finite or has the wrong size")
         staleness = now - planned.observed_at
         self._stats.skipped_stale += step.skipped_stale
@@ -387,7 +367,7 @@ class PlaybackEngine:
     def _maybe_request(
         self, now: float, observe: Callable[[], Observation | None], *, playing: bool
     ) -> None:
-        if now < self._not_before or not self._wants_request(now, playing):
+        if now < self._retry.not_before or not self._wants_request(now, playing):
             return
         observation = observe()
         if observation is None:
@@ -396,8 +376,10 @@ class PlaybackEngine:
             self._executor = ThreadPoolExecutor(
                 max_workers=self.config.max_in_flight, thread_name_prefix="sequence-ai-refill"
             )
-        future = self._executor.submit(self._policy._fetch, observation, self._options)
+        future = self._executor.submit(self._fetch, observation)
+        future.add_done_callback(self._note_arrival)
         self._requests.append(_Request(future, now))
+        self._due_at = None
         self._last_start_at = now
         self._requests_started += 1
 
@@ -407,10 +389,27 @@ class PlaybackEngine:
             return in_flight == 0 or self._startup_stagger_due(now, in_flight)
         if not self.config.prefetch:
             return in_flight == 0 and not playing and not self._plan.pending(now)
-        if in_flight >= self.config.max_in_flight:
+        if in_flight >= self._load.limit:
             return False
+        if self._due_at is None or self.action_space not in SKIPPING_SPACES:
+            self._due_at = self._next_request_at(now)
+        projected, lead = self._due_at
+        return projected - now < lead
+
+    def _fetch(self, observation: Observation) -> Prepared:
+        """On a worker: the request (its body, images included, is built there) and the
+        chunk's copy and checks, so that the control thread only plays it."""
+        return prepare(self._policy._fetch(observation, self._options))
+
+    def _note_arrival(self, future: Future[Prepared]) -> None:
+        self._arrived = True  # a plain store: atomic under the GIL, read by the next tick
+
+    def _next_request_at(self, now: float) -> tuple[float, float]:
+        """When the plan, with what the requests in flight will add, ends one lead from now.
+        It changes only when a chunk arrives or a request starts (skipping spaces: the plan
+        ends at fixed times), so ticks in between compare one number."""
         # each request's chunk is playable until observed_at + lag + covers, with the lag
-        # it will have when it lands (it may shrink by a period per chunk meanwhile)
+        # it will have when it lands (it may shrink meanwhile)
         projected = self._plan.end(now)
         period = self.period_s or 0.0
         target = self._lag_target(period)
@@ -418,15 +417,13 @@ class PlaybackEngine:
         for position, request in enumerate(ordered):
             lag = self._plan.lag_after(position + 1, target, period)
             projected = max(projected, request.observed_at + lag + self._covers_s)
-        return projected - now < self.lead_s()
+        return projected, self.lead_s()
 
     def _startup_stagger_due(self, now: float, in_flight: int) -> bool:
-        """Before the first chunk nothing is measured; only the catalogue's chunk length says
-        how far apart refills may start and still join up (10 % margin for latency spread)."""
-        covers = self.config.expected_covers_s
-        if not self.config.prefetch or covers is None or in_flight >= self.config.max_in_flight:
+        if not self.config.prefetch:
             return False
-        return now - self._last_start_at >= STARTUP_SPACING * covers
+        limit, covers = self._load.limit, self.config.expected_covers_s
+        return startup_refill_due(now - self._last_start_at, in_flight, limit, covers)
 
     def _state(self) -> str:
         if self._closed:

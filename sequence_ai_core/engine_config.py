@@ -11,9 +11,13 @@ from typing import Any, Protocol
 from .types import FloatArray, Observation, Prediction
 
 #: Enough to sustain 0.50 s chunks at a 0.79 s refill, with headroom for a p99 of 2x median.
+#: A ceiling, not a target: at the round-trip lag the request rate does not depend on it,
+#: and the engine allows one while the gateway queues (``load``).
 DEFAULT_MAX_IN_FLIGHT = 3
-#: ``EngineConfig.freshness`` values: the smallest sustainable lag, or the whole round trip.
-FRESHNESS = ("fresh", "round_trip")
+#: ``EngineConfig.freshness`` values: the whole round trip (the request floor, the default)
+#: or the smallest sustainable lag (fresher plans for more requests).
+FRESHNESS = ("round_trip", "fresh")
+DEFAULT_FRESHNESS = "round_trip"
 
 
 class PolicyLike(Protocol):
@@ -39,10 +43,13 @@ class EngineConfig:
     #: With it, refills before the first action are staggered so that the plan is continuous
     #: from the first action even when a chunk is shorter than the round trip.
     expected_covers_s: float | None = None
-    #: ``"fresh"``: anchor chunks at the smallest lag the refills sustain (more requests per
-    #: second of motion). ``"round_trip"``: lag = the refill time (fewer requests, every
-    #: command one round trip old). See the module docs for the measured trade-off.
-    freshness: str = "fresh"
+    #: ``"round_trip"`` (default): lag = the expected refill time; about one request per
+    #: chunk of motion, every command about one round trip old. ``"fresh"``: anchor chunks
+    #: at the smallest lag the refills sustain: fresher plans, 1.7-2.7x the requests at a
+    #: 0.79 s refill. See the README's frontier for the measured trade-off.
+    freshness: str = DEFAULT_FRESHNESS
+    #: Back off while the gateway queues (one request in flight; see ``load``).
+    backoff: bool = True
 
     def __post_init__(self) -> None:
         if self.freshness not in FRESHNESS:

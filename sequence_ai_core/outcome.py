@@ -54,6 +54,16 @@ class RunOutcome:
     stalls: int = 0
     #: Steps passed over because a tick came late (the plan is indexed by time).
     skipped_late: int = 0
+    #: Requests answered with a chunk that never played a step (too late or superseded).
+    wasted_requests: int = 0
+    #: Times the engine cut its requests in flight to one because the gateway queued.
+    backoffs: int = 0
+    #: ``busy`` answers (HTTP 429 and the like) from the gateway.
+    busy_answers: int = 0
+    #: Refills that found the gateway queueing (see ``load``).
+    queued_refills: int = 0
+    #: The lowest refill level measured, against which queueing is judged (seconds).
+    unloaded_latency_s: float = math.nan
 
     def __repr__(self) -> str:
         # A run that stopped says why on the line users print: the class alone is too little.
@@ -75,6 +85,12 @@ class RunOutcome:
             f"  {self.requests} requests, {self.retries} retries, {self.skipped_stale} stale "
             f"steps skipped, {self._seam()}",
         ]
+        if self.wasted_requests or self.backoffs or self.busy_answers:
+            lines.append(
+                f"  gateway load: {self.wasted_requests} wasted requests, {self.backoffs} "
+                f"backoffs, {self.busy_answers} busy answers, {self.queued_refills} queued "
+                "refills"
+            )
         return "\n".join(lines)
 
     def _seam(self) -> str:

@@ -7,21 +7,22 @@ arrived are skipped (absolute and velocity spaces). With lag 0 every command wou
 fresh as the pipeline allows, but a 0.50 s chunk at a 0.8 s round trip would be entirely in
 the past on arrival; with lag = L nothing is ever skipped but every command is L seconds
 old, which a policy conditioned on the arm's observed state turns into a backward yank at
-every swap. So the engine asks for the smallest lag its refills can sustain (see
-``engine``) and the plan moves toward it by at most one period per chunk (``adapt_lag``).
+every swap. The engine picks the lag (see ``engine``: by default the round trip, which
+costs the fewest requests) and the plan moves toward it in a bounded number of chunks
+(``adapt_lag``).
 
 A chunk that arrives while the arm holds still (first chunk, after an underrun) plays from
 its first step (the arm did not move meanwhile, so that step is still the right next
-command) and its round trip becomes the lag; the lag then shrinks one period per chunk.
+command) and its round trip becomes the lag; the lag then moves toward the engine's target.
 Every chunk continues one timeline: a newer chunk replaces the older one from its anchor on,
-so a swap never goes back in the plan; a lag change moves it one step more (shrink) or one
-step less (growth) than a tick normally does.
+so a swap never goes back in the plan; a lag change of s seconds moves it s seconds more
+(shrink) or less (growth) than a tick normally does.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,6 +38,11 @@ SKIPPING_SPACES = ABSOLUTE_SPACES | VELOCITY_SPACES
 #: Hysteresis before the lag shrinks, so latency jitter does not make the timeline wobble:
 #: the lag settles within this many periods above its target.
 LAG_SHRINK_PERIODS = 1
+#: A lag move reaches its target within this many chunks at any control rate: each chunk
+#: moves it by the distance to the target (when the move began) over this, and at least a
+#: period. One period per chunk took 0.6 s / 5 ms = 120 chunks (two minutes) at 200 Hz.
+#: The cost is a seam: a move of s seconds plays s seconds more or less of the plan at once.
+LAG_CONVERGE_CHUNKS = 6
 
 
 def checked_period(chunk: ActionChunk, control_hz: float | None = None) -> float:
@@ -54,6 +60,28 @@ def checked_period(chunk: ActionChunk, control_hz: float | None = None) -> float
     return 1.0 / hz
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A chunk made ready to play, on the worker thread that fetched it (``prepare``)."""
+
+    prediction: Prediction
+    #: A read-only copy of the steps, checked finite once: nothing can change it later.
+    steps: FloatArray
+    #: ``steps[i]`` as views, so a tick indexes a list instead of calling numpy.
+    rows: list[FloatArray]
+
+
+def prepare(prediction: Prediction) -> Prepared:
+    """Copy, check and split a chunk's steps off the control thread. Right after a control
+    loop's sleep a numpy call costs 20-40 µs (cold caches; warm, 1 µs; measured in
+    bench/overhead.py), so per-step checks and indexing had tripled the tick."""
+    steps = np.array(prediction.action_chunk.steps, dtype=np.float64)
+    if steps.ndim != 2 or steps.shape[0] < 1 or not np.isfinite(steps).all():
+        raise InvalidResponse("action chunk is not finite 2-D steps")
+    steps.flags.writeable = False
+    return Prepared(prediction, steps, list(steps))
+
+
 def _on_period(time_s: float, period_s: float) -> float:
     return max(0.0, round(time_s / period_s) * period_s)
 
@@ -65,17 +93,22 @@ class PlannedChunk:
     observed_at: float
     anchor: float
     period_s: float
+    #: The plan's own read-only, checked rows of the chunk's steps (see ``prepare``).
+    rows: list[FloatArray]
     first_index: int | None = None
     last_index: int = -1
     ramp: FloatArray | None = None
+    #: Plain attributes, not properties: every tick reads them (see ``prepare``).
+    length: int = field(init=False)
+    skips: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.length = len(self.rows)
+        self.skips = self.prediction.action_chunk.action_space in SKIPPING_SPACES
 
     @property
     def chunk(self) -> ActionChunk:
         return self.prediction.action_chunk
-
-    @property
-    def skips(self) -> bool:
-        return self.chunk.action_space in SKIPPING_SPACES
 
     def index_at(self, now: float) -> int:
         return math.floor((now - self.anchor) / self.period_s + DUE_TOLERANCE)
@@ -83,11 +116,11 @@ class PlannedChunk:
     def end(self, now: float) -> float:
         """When this chunk's last step ends (in order-played spaces: from ``now`` on)."""
         if self.skips or self.first_index is None:
-            return self.anchor + len(self.chunk) * self.period_s
-        return now + (len(self.chunk) - self.last_index - 1) * self.period_s
+            return self.anchor + self.length * self.period_s
+        return now + (self.length - self.last_index - 1) * self.period_s
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PlannedStep:
     planned: PlannedChunk
     index: int
@@ -100,20 +133,26 @@ class PlannedStep:
     skipped_stale: int
     #: Steps passed over because this tick came late (more than 3/4 period).
     skipped_late: int
+    #: ``action`` is ``raw`` plus a seam ramp (computed, so checked again before sending).
+    ramped: bool = False
 
 
 class ChunkPlan:
     def __init__(self, smooth_seam: int = 0) -> None:
         self.lag_s = 0.0
+        #: Seconds the lag moves per chunk in the move under way (signed; 0: settled).
+        self._lag_step = 0.0
         #: A tick time the plan was (re)started at: anchors are kept on its period grid.
         self._origin: float | None = None
         self._smooth_seam = smooth_seam
         self._chunks: list[PlannedChunk] = []
+        #: Chunks replaced by a newer one before they played a step.
+        self.superseded = 0
         self._last_sent: FloatArray | None = None
 
     def add(
         self,
-        prediction: Prediction,
+        prepared: Prepared,
         *,
         seq: int,
         observed_at: float,
@@ -131,41 +170,61 @@ class ChunkPlan:
         because requests in flight were timed for that timeline, unless ``restart`` (nothing
         else in flight: a fresh start, as in the closed loop).
         """
+        playing = self.playing()
+        if playing is not None and observed_at < playing.observed_at:
+            return None  # older than what already played (answers can overtake each other)
         anchor = self._on_grid(observed_at + self.lag_s, period_s)
         if holding and (restart or anchor <= now + DUE_TOLERANCE * period_s):
             self._origin = now
             latency_lag = max(0.0, round((now - observed_at) / period_s) * period_s)
             self._set_lag(latency_lag if restart else max(self.lag_s, latency_lag), period_s)
+            self._lag_step = 0.0
             anchor = now
-        elif not holding:
-            playing = self.playing()
-            if playing is not None and observed_at < playing.observed_at:
-                return None
-        planned = PlannedChunk(prediction, seq, observed_at, anchor, period_s)
-        if not holding and planned.skips and planned.index_at(now) >= len(planned.chunk):
+        planned = PlannedChunk(
+            prepared.prediction, seq, observed_at, anchor, period_s, prepared.rows
+        )
+        if not holding and planned.skips and planned.index_at(now) >= planned.length:
             return None
         self._chunks.append(planned)
         self._chunks.sort(key=lambda p: p.observed_at)
         return planned
 
     def adapt_lag(self, target_s: float, period_s: float) -> None:
-        """Move the lag toward ``target_s`` (rounded to the period grid) by at most one
-        period per chunk; it shrinks only while more than ``LAG_SHRINK_PERIODS`` above it.
+        """Move the lag toward ``target_s`` (rounded to the period grid) by one step per
+        chunk; it shrinks only while more than ``LAG_SHRINK_PERIODS`` above it.
 
-        One period per swap keeps a lag change to one extra step of motion at the seam.
+        The step is set when a move starts: the distance over ``LAG_CONVERGE_CHUNKS``, on the
+        period grid, at least one period; so a move ends within that many chunks (plus one
+        for rounding) whatever the rate, and a small move costs one step at the seam.
         """
         target = _on_period(target_s, period_s)
         if target > self.lag_s + period_s / 2:
-            self._set_lag(self.lag_s + period_s, period_s)
+            direction = 1.0
         elif target < self.lag_s - LAG_SHRINK_PERIODS * period_s - period_s / 2:
-            self._set_lag(max(0.0, self.lag_s - period_s), period_s)
+            direction = -1.0
+        else:
+            self._lag_step = 0.0
+            return
+        if self._lag_step * direction <= 0:  # a new move, or the target crossed over
+            periods = math.ceil(abs(target - self.lag_s) / LAG_CONVERGE_CHUNKS / period_s)
+            self._lag_step = direction * max(1, periods) * period_s
+        moved = self.lag_s + self._lag_step
+        lag = min(moved, target) if direction > 0 else max(moved, target, 0.0)
+        self._set_lag(lag, period_s)
 
     def lag_after(self, chunks: int, target_s: float, period_s: float) -> float:
         """The smallest the lag can be once ``chunks`` more chunks have arrived while it
         moves toward ``target_s``: requests in flight are timed against it, since a shrink
         moves their window's end earlier."""
-        floor = _on_period(target_s, period_s) + LAG_SHRINK_PERIODS * period_s
-        return max(min(self.lag_s, floor), self.lag_s - chunks * period_s)
+        floor = _on_period(target_s, period_s)
+        step = max(period_s, -self._lag_step, self._largest_step(target_s, period_s))
+        return max(min(self.lag_s, floor), self.lag_s - chunks * step)
+
+    def _largest_step(self, target_s: float, period_s: float) -> float:
+        periods = math.ceil(
+            max(0.0, self.lag_s - _on_period(target_s, period_s)) / LAG_CONVERGE_CHUNKS / period_s
+        )
+        return periods * period_s
 
     def _set_lag(self, lag_s: float, period_s: float) -> None:
         """Chunks waiting for their slot move with the timeline, or the first to start
@@ -185,24 +244,29 @@ class ChunkPlan:
 
     def due(self, now: float) -> tuple[PlannedChunk, int] | None:
         """The chunk that owns ``now`` (the newest anchored by then) and its step due."""
+        chunks = self._chunks
         owner = None
-        for position, planned in enumerate(self._chunks):
+        for position, planned in enumerate(chunks):
             if planned.anchor <= now + DUE_TOLERANCE * planned.period_s:
                 owner = position
         if owner is None:
             return None
-        del self._chunks[:owner]  # replaced from the newer chunk's anchor on
-        planned = self._chunks[0]
+        if owner:
+            self.superseded += sum(p.first_index is None for p in chunks[:owner])
+            del chunks[:owner]  # replaced from the newer chunk's anchor on
+        planned = chunks[0]
         index = max(0, planned.index_at(now)) if planned.skips else planned.last_index + 1
-        return (planned, index) if index < len(planned.chunk) else None
+        return (planned, index) if index < planned.length else None
 
     def take(self, now: float) -> PlannedStep | None:
         """Consume the step due at ``now``; None when nothing is planned for now."""
         due = self.due(now)
+        if due is None and self._start_waiting(now):
+            due = self.due(now)
         if due is None:
             return None
         planned, index = due
-        raw = planned.chunk.steps[index]
+        raw = planned.rows[index]
         new_chunk = planned.first_index is None
         skipped = late = 0
         if new_chunk:
@@ -214,13 +278,64 @@ class ChunkPlan:
         else:
             late = max(0, index - planned.last_index - 1)
         planned.last_index = index
-        action = np.array(raw, dtype=np.float64)
+        action = raw.copy()  # what the caller gets; the plan's copy stays untouched
+        ramped = False
         if planned.ramp is not None and planned.first_index is not None:
             done = index - planned.first_index
             if done < self._smooth_seam:
                 action += planned.ramp * (1.0 - (done + 1) / (self._smooth_seam + 1))
+                ramped = True
         self._last_sent = action
-        return PlannedStep(planned, index, raw, action.copy(), new_chunk, skipped, late)
+        return PlannedStep(planned, index, raw, action, new_chunk, skipped, late, ramped)
+
+    def steady_until(self) -> float:
+        """Until when the chunk playing keeps the timeline with no seam, no ramp and no
+        skip decision (absolute and velocity spaces): ticks before it may ``continue_at``.
+        Only an arriving chunk changes this."""
+        if not self._chunks or not self._chunks[0].skips:
+            return -math.inf
+        playing = self._chunks[0]
+        if playing.first_index is None or (
+            playing.ramp is not None
+            and playing.last_index - playing.first_index + 1 < self._smooth_seam
+        ):
+            return -math.inf
+        period = playing.period_s
+        until = playing.anchor + (playing.length - DUE_TOLERANCE) * period
+        if len(self._chunks) > 1:
+            until = min(until, self._chunks[1].anchor - DUE_TOLERANCE * period)
+        return until
+
+    def continue_at(self, now: float) -> PlannedStep:
+        """``take`` for a tick before ``steady_until``: the chunk playing, by time index.
+        The common tick, so it does the least: one numpy call, no search, no ramp."""
+        planned = self._chunks[0]
+        index = math.floor((now - planned.anchor) / planned.period_s + DUE_TOLERANCE)
+        late = max(0, index - planned.last_index - 1)
+        planned.last_index = index
+        raw = planned.rows[index]
+        action = raw.copy()
+        self._last_sent = action
+        return PlannedStep(planned, index, raw, action, False, 0, late)
+
+    def _start_waiting(self, now: float) -> bool:
+        """The plan ran out while a chunk waits for its slot: start it now, from its first
+        step, and let the lag shrink to its round trip. The arm holds meanwhile, so that
+        step is still the right next command; waiting would stop the arm with a chunk in
+        hand (on a queueing gateway, where the lag follows a long tail: 0.4-0.6 s per
+        chunk). Never happens while chunks arrive in time."""
+        waiting = [p for p in self._chunks if p.first_index is None and p.anchor > now]
+        if not waiting:  # (``due`` found nothing: whatever started has run out)
+            return False
+        first = waiting[0]
+        self._origin = now
+        self._set_lag(
+            max(0.0, round((now - first.observed_at) / first.period_s)) * first.period_s,
+            first.period_s,
+        )
+        self._lag_step = 0.0
+        first.anchor = now
+        return True
 
     def _smooths(self, planned: PlannedChunk) -> bool:
         """Ramp out of the last sent action: absolute spaces only, never the first chunk."""

@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from .engine import DEFAULT_MAX_IN_FLIGHT, EngineConfig, PlaybackEngine, PolicyLike, Tick
+from .engine_config import DEFAULT_FRESHNESS
 from .errors import SequencesError
 from .outcome import RunOutcome
 from .types import FloatArray, Observation, Prediction
@@ -71,7 +72,7 @@ def run_policy(
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     startup_timeout_s: float = 0.0,
     smooth_seam: int = 0,
-    freshness: str = "fresh",
+    freshness: str = DEFAULT_FRESHNESS,
     **options: Any,
 ) -> RunOutcome:
     """Play ``max_actions`` actions through ``act``, refilling ahead of time.

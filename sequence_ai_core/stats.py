@@ -104,6 +104,18 @@ class PlaybackStats:
         self._last_raw = raw
         self._open_gap_s = 0.0
 
+    def steady_action(self, now: float, raw: FloatArray, staleness_s: float) -> None:
+        """``action`` for a command that continues the chunk playing, right after another
+        command (no seam, no underrun to close): the engine's common tick, kept short."""
+        assert self._last_action_at is not None
+        gap = now - self._last_action_at
+        if gap > self.max_gap_s:
+            self.max_gap_s = gap
+        self.actions += 1
+        self.staleness.add(staleness_s)
+        self._last_action_at = now
+        self._last_raw = raw
+
     def underrun(self, now: float) -> float:
         """A tick after the first command with nothing to play; returns the gap so far."""
         if self._last_action_at is None:

@@ -58,8 +58,8 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "freshness",
         "string",
-        "fresh",
-        "Plan lag: smallest sustainable (fresh) or whole round trip (fewer requests).",
+        "round_trip",
+        "Plan lag: round trip (request floor) or smallest sustainable (fresh, more requests).",
         "|".join(FRESHNESS),
     ),
     ParamSpec(

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.errors import InvalidResponse
-from sequence_ai_core.plan import ChunkPlan
+from sequence_ai_core.plan import ChunkPlan, prepare
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.sim import Fault, GatewaySimulator, SimModel
 from sequence_ai_core.types import ActionChunk, FloatArray, Observation, Prediction, Proprioception
@@ -113,7 +113,9 @@ def test_waiting_ticks_before_the_first_action_are_not_underruns(sim: GatewaySim
         assert engine.in_flight == 1  # one request at a time until something is measured
 
 
-def pipelined_pair(sim: GatewaySimulator, engine: PlaybackEngine, slow_s: float) -> None:
+def pipelined_pair(
+    sim: GatewaySimulator, engine: PlaybackEngine, slow_s: float, *, wait_both: bool = False
+) -> None:
     """Two startup requests (t=0 and t=0.2), the second made ``slow_s`` slower in real time;
     the first lands at t=0.4 (lag 0.4), so the second is anchored at 0.2 + 0.4 = 0.6."""
     tick(engine, 0.0)
@@ -121,7 +123,9 @@ def pipelined_pair(sim: GatewaySimulator, engine: PlaybackEngine, slow_s: float)
     sim.inject(Fault.timeout(slow_s))
     tick(engine, 0.2)  # staggered startup refill (expected_covers_s=0.2)
     assert engine.in_flight == 2
-    assert engine.wait_any(HANG_GUARD_S)
+    # ``wait_both``: the second may overtake the first on the workers' threads; waiting for
+    # both makes the first land first (they are collected in the order they started)
+    assert engine.wait_idle(HANG_GUARD_S) if wait_both else engine.wait_any(HANG_GUARD_S)
     first = tick(engine, 0.4)
     assert (first.step_index, first.new_chunk) == (0, True)
 
@@ -135,7 +139,8 @@ def _wait_received(sim: GatewaySimulator, count: int) -> None:
     assert len(sim.received) >= count
 
 
-STAGGERED = EngineConfig(expected_covers_s=0.2)
+#: The fresh lag: these tests follow its moves toward the smallest sustainable lag.
+STAGGERED = EngineConfig(expected_covers_s=0.2, freshness="fresh")
 
 
 @pytest.mark.parametrize(
@@ -224,7 +229,7 @@ def test_smoothing_never_touches_velocity_or_delta_spaces(
     server = delta_sim if model == "delta-arm" else sim
     config = EngineConfig(expected_covers_s=0.2, smooth_seam=4)
     with engine_on(server, model, config) as (engine, chunks):
-        pipelined_pair(server, engine, slow_s=0.0)
+        pipelined_pair(server, engine, slow_s=0.0, wait_both=True)
         assert engine.wait_idle(HANG_GUARD_S)
         ticks = [tick(engine, 0.4 + k / 15) for k in range(1, 8)]
     assert any(t.new_chunk for t in ticks)
@@ -305,7 +310,8 @@ def test_played_steps_never_go_back_and_delta_never_skips(space: str, gaps: list
     steps = np.arange(20 * 3, dtype=np.float64).reshape(20, 3)
     prediction = Prediction(id="p", model="m", action_chunk=_chunk(steps, space=space))
     plan = ChunkPlan()
-    assert plan.add(prediction, seq=1, observed_at=0.0, period_s=0.05, now=0.0, holding=True)
+    arrival = prepare(prediction)
+    assert plan.add(arrival, seq=1, observed_at=0.0, period_s=0.05, now=0.0, holding=True)
     now, played = 0.0, []
     for gap in gaps:
         step = plan.take(now)

@@ -253,7 +253,8 @@ def test_close_joins_every_worker_and_is_idempotent(sim: GatewaySimulator, polic
     observe = Observer()
     for k in range(3):
         engine.tick(k * 0.05, observe)
-    assert engine.in_flight == 3 and len(set(refill_threads()) - others) == 3
+    # before anything was measured, at most two start (a saturated gateway would queue more)
+    assert engine.in_flight == 2 and len(set(refill_threads()) - others) == 2
     engine.close()
     engine.close()
     assert set(refill_threads()) - others == set()

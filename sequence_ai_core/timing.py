@@ -1,0 +1,99 @@
+"""When to refill and how far behind to play: the expected refill time, the lead, the lag.
+
+The expected refill time is the 99th percentile of the last 50 measured refills plus half
+its distance from the median (latency is right-skewed: with a lognormal p99 of 2x the
+median, a p95 lead stalled 3-5 % of chunk boundaries; this one stays under 1 %).
+Until five refills were measured the slowest one stands in for it.
+
+The lag. A chunk observed at ``t_o`` arrives at ``t_o + L`` and is playable until
+``t_o + lag + covers``. By default (``freshness="round_trip"``) the lag is the expected refill
+time, so a request started one lead (the same expected time plus a period) before the plan
+ends lands in time, and requests are ``covers - period`` apart: the request floor, about 1.07
+per chunk of motion, whatever ``max_in_flight`` allows. ``freshness="fresh"`` aims at the
+smallest lag ``max_in_flight`` requests sustain (see ``lag_target``): plans up to L fresher,
+for one request per ``covers + lag - L`` of motion (1.7-2.7x the floor at a 0.79 s refill;
+the README's frontier has the measured figures).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .plan import SKIPPING_SPACES
+from .stats import SampleWindow
+
+LEAD_QUANTILE = 0.99
+#: Added to the quantile, as a fraction of its distance from the median: 50 samples
+#: estimate a p99 loosely. On an exact fake clock with a lognormal refill of p99 = 2x the
+#: median (3 x 300 s per model), 0.25 stalled 0.6-1.2 % of chunk boundaries, 0.5 stalls
+#: 0.3-0.6 % for 0.17 s more staleness, 1.0 stalls 0.2 % for 0.5 s more.
+SPREAD_MARGIN = 0.5
+#: ... and this fraction while fewer than SETTLED_SAMPLES were measured (the quantile of a
+#: dozen samples is about their maximum, which the next one exceeds 1 time in 13).
+EARLY_MARGIN = 1.0
+SETTLED_SAMPLES = 20
+LATENCY_WINDOW = 50
+MIN_LATENCY_SAMPLES = 5
+#: Startup refills (before anything was measured) start this many chunk lengths apart,
+#: at most this many at once: two carry a 0.50 s chunk over a 0.79 s refill; a third only
+#: queued behind the others on a saturated gateway (16 robots on 2 slots: 48 requests).
+STARTUP_SPACING = 0.9
+STARTUP_IN_FLIGHT = 2
+
+
+def startup_refill_due(
+    since_last_s: float, in_flight: int, limit: int, covers_s: float | None
+) -> bool:
+    """Before the first chunk nothing is measured; only the catalogue's chunk length says
+    how far apart refills may start and still join up (10 % margin for latency spread)."""
+    if covers_s is None or in_flight >= min(limit, STARTUP_IN_FLIGHT):
+        return False
+    return since_last_s >= STARTUP_SPACING * covers_s
+
+
+class RefillTiming:
+    """The measured refill latencies and what the engine derives from them."""
+
+    def __init__(self, freshness: str, max_in_flight: int) -> None:
+        self.freshness = freshness
+        self.max_in_flight = max_in_flight
+        self._latency = SampleWindow(LATENCY_WINDOW)
+
+    def add(self, latency_s: float) -> None:
+        self._latency.add(latency_s)
+
+    @property
+    def measured(self) -> bool:
+        return len(self._latency) > 0
+
+    def expected_latency(self, period_s: float) -> float:
+        """High quantile of recent refills plus a margin; the slowest while there are few.
+        Refills are measured in whole ticks, so a spread of one period is no jitter: the
+        margin counts only what lies beyond it (else a fixed latency would move the lag
+        by a period, and the plan by a step at a seam, as the window fills)."""
+        window = self._latency
+        if len(window) < MIN_LATENCY_SAMPLES:
+            return window.max()
+        high = window.quantile(LEAD_QUANTILE)
+        # a few samples say little about the tail: a wider margin until there are more
+        margin = SPREAD_MARGIN if len(window) >= SETTLED_SAMPLES else EARLY_MARGIN
+        return high + margin * max(0.0, high - window.quantile(0.5) - period_s)
+
+    def lead_s(self, lag_s: float, period_s: float) -> float:
+        """How far ahead of the plan's end the next refill starts; inf before any refill."""
+        if not self.measured:
+            return math.inf
+        return max(self.expected_latency(period_s), lag_s) + period_s
+
+    def lag_target(self, period_s: float, covers_s: float, action_space: str | None) -> float:
+        """The lag to move toward. A chunk observed at t_o arrives at t_o + L and is playable
+        until t_o + lag + covers: a window W = covers + lag - L. Requests start one lead
+        (L + period) before the plan ends, so they are W - period apart and about
+        L / (W - period) are in flight; at most ``max_in_flight`` (M) can be, hence the
+        smallest lag is L + L/M - covers + period. Delta spaces skip nothing, so a smaller
+        lag only costs requests there: they keep the round trip, the default everywhere."""
+        latency = self.expected_latency(period_s)
+        if self.freshness == "round_trip" or action_space not in SKIPPING_SPACES:
+            return latency
+        spacing = latency / self.max_in_flight
+        return max(0.0, latency + spacing - covers_s) + period_s
