@@ -2,9 +2,9 @@
 
 QoS (DESIGN §6): sensors best effort (sensor-data profile, which also matches reliable
 publishers); instruction and estop reliable + transient local, so a late-joining node still
-sees a latched e-stop, plus a best-effort volatile twin of each, because DDS matches no
-volatile or best-effort publisher (``create_publisher(Bool, "estop", 10)``) with the latched
-one; commands reliable.
+sees a latched e-stop, plus volatile twins of each (reliable, and best effort), because DDS
+matches no volatile or best-effort publisher (``create_publisher(Bool, "estop", 10)``) with
+the latched one; commands reliable.
 """
 
 from __future__ import annotations
@@ -111,14 +111,23 @@ class NodeIO:
                 self._sub(CompressedImage, topic, partial(self._on_compressed, view), sensor)
             else:
                 self._sub(Image, topic, partial(self._on_image, view), sensor)
-        # Each input twice: latched (state on join) and best effort + volatile (matches any
-        # publisher). A message may arrive on both; the callbacks are idempotent.
+        # Each input three times: latched (state on join), reliable + volatile, and best effort
+        # + volatile (matches any publisher). A message may arrive on several; the callbacks
+        # are idempotent.
         anyone = QoSProfile(
             depth=10,
             reliability=ReliabilityPolicy.BEST_EFFORT,
             durability=DurabilityPolicy.VOLATILE,
         )
-        for qos in (latched, anyone):
+        # And reliable + volatile, so that a default-QoS publisher's one message is delivered
+        # reliably: to the best-effort twin it goes best effort, and a single e-stop sent
+        # right after discovery was lost that way (seen in the real-ROS tier).
+        volatile = QoSProfile(
+            depth=10,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.VOLATILE,
+        )
+        for qos in (latched, volatile, anyone):
             events = self._covered(qos is latched)
             self._sub(String, "instruction", self._on_instruction, qos, events)
             self._sub(Bool, "estop", self._on_estop, qos, events)
@@ -155,7 +164,7 @@ class NodeIO:
                 said.append(True)
                 self.node.get_logger().info(
                     "a volatile publisher on estop/instruction is received by the node's "
-                    "best-effort volatile subscription (the latched one cannot match it)"
+                    "volatile subscriptions (the latched one cannot match it)"
                 )
 
         return SubscriptionEventCallbacks(incompatible_qos=covered)

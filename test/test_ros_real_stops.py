@@ -56,7 +56,7 @@ def test_estop_holds_latches_and_releases(tier: Tier, sim: GatewaySimulator, lat
     output = node.output()
     assert "incompatible QoS" not in output and "No messages will be received" not in output
     if not latched:  # what the node says instead: the e-stop is covered
-        assert "received by the node's best-effort volatile subscription" in output
+        assert "received by the node's volatile subscriptions" in output
 
 
 def test_estop_latched_before_the_node_starts_is_seen_on_join(

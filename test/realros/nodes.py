@@ -127,8 +127,8 @@ class PolicyNode:
         kind = "latched" if latched else "default"
         if kind not in self._estop_pubs:
             publisher = self.probe.publisher(Bool, "estop", LATCHED if latched else 10)
-            if matched:
-                self.probe.matched(publisher, 1)
+            if matched:  # a latched publisher matches 3 e-stop subscriptions, a default one 2
+                self.probe.matched(publisher, 3 if latched else 2)
             self._estop_pubs[kind] = publisher
         self._estop_pubs[kind].publish(Bool(data=engaged))
 
