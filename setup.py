@@ -60,7 +60,8 @@ setup(
     packages=find_packages(include=["sequence_ai_core", "sequence_ai_core.*", PACKAGE]),
     package_data={"sequence_ai_core": ["py.typed"]},
     data_files=DATA_FILES,
-    install_requires=["httpx>=0.23", "numpy>=1.21", "Pillow>=9.0"],
+    # httpx 0.25 (httpcore 0.18) is the oldest tested: its network backends carry the deadlines
+    install_requires=["httpx>=0.25", "numpy>=1.21", "Pillow>=9.0"],
     extras_require={
         "test": [
             "pytest>=7",

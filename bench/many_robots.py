@@ -68,7 +68,7 @@ def drive_robot(robot: Robot, url: str, *, actions: int, prefetch: bool) -> None
                 validate=lambda action: bool(np.all(np.abs(action) < 10)),
                 on_chunk=keep,
                 prefetch=prefetch,
-                seed=robot.index,
+                options={"seed": robot.index},
             )
     except BaseException as exc:  # reported in the table, not swallowed silently
         robot.error = exc

@@ -8,6 +8,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from .errors import ConfigurationError
+
 ENV_KEY = "SEQUENCES_API_KEY"
 
 log = logging.getLogger(__name__)
@@ -29,7 +31,7 @@ def _checked(key: str | None) -> str | None:
         return None
     # HTTP headers are ASCII: httpx would raise UnicodeEncodeError with the key in its args.
     if not key.isascii() or any(ch.isspace() or not ch.isprintable() for ch in key):
-        raise ValueError("API key contains whitespace, control or non-ASCII characters")
+        raise ConfigurationError("API key contains whitespace, control or non-ASCII characters")
     return key
 
 
@@ -47,10 +49,27 @@ def _read_file(path: Path) -> str | None:
             path,
         )
         return None
-    for line in path.read_text(encoding="utf-8").splitlines():
+    text = _read_text(path)
+    for line in text.splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
             return _checked(line)
     return None
+
+
+def _read_text(path: Path) -> str:
+    """The file as UTF-8 text. Its failures are raised outside the ``except`` block: a
+    ``UnicodeDecodeError`` carries the whole file (the key included) and must not ride
+    along as the new error's context."""
+    problem = None
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = f"is not UTF-8 text (byte {exc.start})"
+    except OSError as exc:
+        problem = f"cannot be read ({type(exc).__name__}: {exc.strerror or 'error'})"
+    raise ConfigurationError(
+        f"credentials file {path} {problem}; run `sequence-ai login` again or set ${ENV_KEY}"
+    )
 
 
 def resolve_api_key_with_source(explicit: str | None = None) -> tuple[str | None, str]:

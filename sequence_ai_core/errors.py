@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -108,7 +109,22 @@ class InvalidResponse(SequencesError):
 
 
 class ChunkExhausted(SequencesError):
-    """``next_action()`` found an empty buffer and had no observation to refill it."""
+    """Nothing to play and no observation to ask with: ``next_action()`` without
+    ``observation=``, or ``run()`` whose ``observe()`` kept returning None."""
+
+
+class Stalled(Unavailable):
+    """``run()``'s plan stayed empty longer than ``stall_timeout_s`` while a request was in
+    flight (the arm was held when it ran out)."""
+
+
+class TLSError(SequencesError):
+    """The gateway's certificate was not trusted. Not transient: retrying will not help."""
+
+
+class ConfigurationError(SequencesError, ValueError):
+    """A setting this client cannot use (CA bundle, proxy, timeout, credentials file).
+    Also a ``ValueError``, for code that caught the settings errors as such."""
 
 
 INVALID_REQUEST_STATUSES = frozenset({400, 404, 409, 410, 413, 422})
@@ -134,6 +150,22 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+_TEXT_CODE = re.compile(r'"(?:code|status)"\s*:\s*"([a-z_]{1,40})"')
+_TEXT_RETRY = re.compile(r'"retry_after_s"\s*:\s*([0-9]{1,9}(?:\.[0-9]{1,6})?)')
+
+
+def _text_fields(text: str) -> dict[str, Any]:
+    """The fields of a body JSON could not parse (nested past the parser's depth): the
+    first ``code``/``status`` and ``retry_after_s`` found, so it keeps its meaning."""
+    out: dict[str, Any] = {"message": text.strip()[:500] or None}
+    code, retry = _TEXT_CODE.search(text), _TEXT_RETRY.search(text)
+    if code:
+        out["code"] = code.group(1)
+    if retry:
+        out["retry_after_s"] = retry.group(1)
+    return out
+
+
 def _fields(body: Any) -> dict[str, Any]:
     """Flatten both error body shapes into one dict of known fields.
 
@@ -142,9 +174,7 @@ def _fields(body: Any) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     if not isinstance(body, Mapping):
-        if isinstance(body, str) and body.strip():
-            out["message"] = body.strip()[:500]
-        return out
+        return _text_fields(body) if isinstance(body, str) else out
     detail = body.get("detail")
     if isinstance(detail, Mapping):
         out["message"] = detail.get("message") or detail.get("detail")
@@ -182,9 +212,13 @@ def error_from_response(
     """Map a non-2xx gateway answer to its typed error. The server's message passes through."""
     info = _fields(body)
     code = info.get("code") if isinstance(info.get("code"), str) else None
-    message = str(info.get("message") or f"gateway answered HTTP {status}")
-    if info.get("hint"):
-        message = f"{message} (hint: {info['hint']})"
+    # Only text is quoted (str() of a deeply nested value would recurse), and at most 500
+    # characters of it: the body was redacted of the key before this (transport).
+    text, hint = info.get("message"), info.get("hint")
+    message = text.strip()[:500] if isinstance(text, str) and text.strip() else ""
+    message = message or f"gateway answered HTTP {status}"
+    if isinstance(hint, str) and hint.strip():
+        message = f"{message} (hint: {hint.strip()[:200]})"
     # Our own X-Seq-Request-Id wins: it is the id our logs carry. The body keeps the server's.
     rid = str(request_id or info.get("request_id") or "") or None
     common: dict[str, Any] = {"status": status, "body": body, "request_id": rid, "code": code}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import ssl
 import threading
 from collections import deque
@@ -13,13 +12,20 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .credentials import missing_key_message, resolve_api_key
-from .errors import AuthError, ChunkExhausted, InvalidRequest, SequencesError
+from .engine_config import DEFAULT_FRESHNESS, DEFAULT_MAX_IN_FLIGHT
+from .errors import AuthError, ChunkExhausted, InvalidRequest, InvalidResponse, SequencesError
+from .limits import CONTROL_HZ_TOLERANCE, MAX_CONTROL_HZ, MIN_CONTROL_HZ
+from .runner import DEFAULT_STALL_TIMEOUT_S, run_policy
 from .transport import Transport, VerifyArg, resolve_base_url
 from .types import FloatArray, Model, Observation, Prediction, full_model_id
 from .wire import encode_act_request, parse_models, parse_prediction
 
 if TYPE_CHECKING:
     from .outcome import RunOutcome
+    from .types import ActionChunk
+
+#: Action spaces whose first values are joints: the observation's joint count must match.
+_JOINT_SPACES = frozenset({"joint_absolute", "joint_delta", "joint_velocity"})
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +38,9 @@ class Policy:
     """
 
     def __init__(self, model: str, transport: Transport, *, control_hz: float | None = None):
-        if control_hz is not None and (not math.isfinite(control_hz) or control_hz <= 0):
-            raise ValueError(f"control_hz must be a positive finite number, got {control_hz}")
+        if control_hz is not None and not MIN_CONTROL_HZ <= control_hz <= MAX_CONTROL_HZ:
+            bounds = f"[{MIN_CONTROL_HZ:g}, {MAX_CONTROL_HZ:g}]"
+            raise ValueError(f"control_hz must be in {bounds} Hz, got {control_hz}")
         self.model = full_model_id(model)
         self.control_hz = control_hz
         self._transport = transport
@@ -43,6 +50,8 @@ class Policy:
         self._guard_lock = threading.Lock()
         self._driver: int | None = None
         self._depth = 0
+        #: Set by ``close()``: a run paced on another thread wakes and ends at once.
+        self.closed_event = threading.Event()
 
     def __repr__(self) -> str:
         state = "closed" if self._transport.closed else "open"
@@ -51,9 +60,15 @@ class Policy:
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        """Close the connections. Idempotent; every later call raises SequencesError."""
+        """Close the connections, aborting requests in flight; a ``run()`` on another thread
+        holds and ends. Idempotent; every later call raises SequencesError."""
+        self.closed_event.set()
         self._transport.close()
         self._buffer.clear()
+
+    def cancel_requests(self) -> int:
+        """Abort the requests in flight (their workers end at once); the handle stays open."""
+        return self._transport.cancel_in_flight()
 
     def __enter__(self) -> Policy:
         return self
@@ -110,6 +125,7 @@ class Policy:
         body = encode_act_request(self.model, observation, options)
         answer, request_id, latency = self._transport.request("POST", "/v1/act", json_body=body)
         prediction = parse_prediction(answer, request_id=request_id, latency_s=latency)
+        self._check_against_catalogue(prediction.action_chunk, request_id)
         log.debug(
             "%s: %d steps in %.3fs [%s]",
             self.model,
@@ -118,6 +134,57 @@ class Policy:
             request_id,
         )
         return prediction
+
+    def _check_against_catalogue(self, chunk: ActionChunk, request_id: str) -> None:
+        """A chunk must have the catalogue's size and rate (once the entry is known): played
+        at another rate, every step would move the arm at a speed the model never meant."""
+        entry = self._model_info
+        if entry is None:
+            return
+        problem = None
+        if entry.action_dim > 0 and chunk.action_dim != entry.action_dim:
+            problem = f"action_dim {chunk.action_dim}, the catalogue says {entry.action_dim}"
+        hz, expected = chunk.control_frequency_hz, entry.control_hz
+        if expected > 0 and abs(hz - expected) > CONTROL_HZ_TOLERANCE * expected:
+            problem = f"control_frequency_hz {hz:g}, the catalogue says {expected:g}"
+        if problem is not None:
+            raise InvalidResponse(
+                f"invalid response from gateway: chunk for {self.model} has {problem}",
+                status=200,
+                request_id=request_id,
+            )
+
+    def check_observation(self, observation: Observation) -> None:
+        """Refuse an observation the model's catalogue entry cannot take (its camera views,
+        its joint count), naming the field; nothing is checked before the entry is known
+        (``describe()``, which ``run()`` calls first)."""
+        entry = self._model_info
+        if entry is None:
+            return
+        name = entry.short_id or entry.id
+        views = [getattr(frame, "view", None) for frame in observation.images]
+        for i, view in enumerate(views):
+            if entry.camera_views and view not in entry.camera_views:
+                raise InvalidRequest(
+                    f"observation.images[{i}].view is {view!r}; {name} takes "
+                    f"{', '.join(entry.camera_views)}"
+                )
+        # A subset of the views is taken: code written for the 0.1.0 client sent one camera
+        # to two-camera models and the gateway served it. No camera at all is refused.
+        if entry.camera_views and not views:
+            raise InvalidRequest(
+                f"observation.images is empty: {name} takes "
+                f"{', '.join(entry.camera_views)} (one ImageFrame each)"
+            )
+        space = entry.raw.get("action_space")
+        joints = observation.proprioception.joint_positions
+        count = len(joints) if hasattr(joints, "__len__") else -1
+        dim = entry.action_dim
+        if space in _JOINT_SPACES and dim > 0 and count not in (dim - 1, dim):
+            raise InvalidRequest(
+                f"observation.proprioception.joint_positions has {count} values; {name} "
+                f"acts on {dim} dimensions ({dim - 1} joints and a gripper, or {dim} joints)"
+            )
 
     def predict(self, observation: Observation, **options: Any) -> Prediction:
         """Ask the model for one action chunk."""
@@ -171,12 +238,40 @@ class Policy:
         act: Callable[[FloatArray], None],
         *,
         max_actions: int,
-        **kwargs: Any,
+        validate: Callable[[FloatArray], Any] | None = None,
+        hold: Callable[[], None] | None = None,
+        on_chunk: Callable[[Prediction], None] | None = None,
+        on_underrun: Callable[[float], None] | None = None,
+        prefetch: bool = True,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        startup_timeout_s: float = 0.0,
+        smooth_seam: int = 0,
+        freshness: str = DEFAULT_FRESHNESS,
+        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+        options: Mapping[str, Any] | None = None,
     ) -> RunOutcome:
-        """Drive ``act`` at the chunk's rate with prefetch; see ``runner.run_policy``."""
-        from .runner import run_policy
+        """Drive ``act`` at the chunk's rate with prefetch, holding on every stop.
 
-        return run_policy(self, observe, act, max_actions=max_actions, **kwargs)
+        Model options (``seed``, ``action_horizon``, ...) go in ``options=``; any other
+        keyword is a ``TypeError``. See ``runner.run_policy`` for every argument.
+        """
+        return run_policy(
+            self,
+            observe,
+            act,
+            max_actions=max_actions,
+            validate=validate,
+            hold=hold,
+            on_chunk=on_chunk,
+            on_underrun=on_underrun,
+            prefetch=prefetch,
+            max_in_flight=max_in_flight,
+            startup_timeout_s=startup_timeout_s,
+            smooth_seam=smooth_seam,
+            freshness=freshness,
+            stall_timeout_s=stall_timeout_s,
+            options=options,
+        )
 
 
 def connect(
@@ -192,6 +287,11 @@ def connect(
     max_connections: int = 8,
 ) -> Policy:
     """Open a handle on ``model``. Nothing is sent until the first request.
+
+    ``timeout_s`` is each request's absolute deadline, from its start to the last byte of
+    its answer (a trickling server cannot stretch it); ``connect_timeout_s`` bounds
+    connecting within it. Settings the client cannot use (a CA bundle, a proxy, a timeout)
+    raise ``ConfigurationError`` here, before anything is sent.
 
     ``max_connections`` must cover the engine's ``max_in_flight`` refills plus one catalogue
     lookup, or a refill would wait for a free connection.

@@ -13,9 +13,17 @@ Which loop to use:
 Errors: a typed ``SequencesError`` ends the episode; hold is called and the returned
 ``RunOutcome`` has ``reason="raised:<Class>"`` and the error in ``.error`` (a controller
 usually wants the counts of the failed episode as much as the error). That includes an
-observation the client refuses to send (e.g. a NaN joint reading: ``InvalidRequest``). Any
-other exception, from ``observe``, ``act``, ``validate`` or a callback, is a bug in the
-caller's code: hold is called, then it propagates unchanged.
+observation the client refuses to send (e.g. a NaN joint reading, or one the model's
+catalogue entry cannot take: ``InvalidRequest``). Any other exception, from ``observe``,
+``act``, ``validate`` or a callback, is a bug in the caller's code: hold is called, then it
+propagates unchanged (and if ``hold`` itself raises, the original error still wins).
+
+Every end holds, on time (DESIGN §4). The first tick with nothing to play calls ``hold``
+(velocity spaces would otherwise keep executing the last command), so hold comes within one
+control period of the last planned step, and again after each recovery; a plan that stays
+empty for ``stall_timeout_s`` ends the run (``Stalled``, or ``ChunkExhausted`` when
+``observe()`` kept returning None) without a second hold. SIGTERM during ``run()`` on the
+main thread holds and then exits (status 143), as SIGINT does via ``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import math
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -32,10 +40,15 @@ from .engine import DEFAULT_MAX_IN_FLIGHT, EngineConfig, PlaybackEngine, PolicyL
 from .engine_config import DEFAULT_FRESHNESS
 from .errors import SequencesError
 from .outcome import RunOutcome
+from .stops import StopState, hold_on_sigterm, interruptible, refusal
 from .types import FloatArray, Observation, Prediction
 
 #: Poll interval while waiting for the first chunk (the rate is not known yet).
 WAITING_POLL_S = 0.005
+#: How long ``run()``'s plan may stay empty (the arm held) before the run ends. A refill
+#: takes ~0.8 s on the real gateway; the closed loop (``prefetch=False``) waits that long on
+#: every chunk, so the bound leaves room for a refill twice as slow.
+DEFAULT_STALL_TIMEOUT_S = 2.0
 
 _warned_unvalidated = False
 _warn_lock = threading.Lock()
@@ -55,7 +68,13 @@ class Player(Protocol):
 
 
 class GuardedPolicy(PolicyLike, Protocol):
+    closed_event: threading.Event
+
     def _driving(self) -> Any: ...
+
+    def check_observation(self, observation: Observation) -> None: ...
+
+    def cancel_requests(self) -> int: ...
 
 
 def run_policy(
@@ -64,7 +83,7 @@ def run_policy(
     act: Callable[[FloatArray], None],
     *,
     max_actions: int,
-    validate: Callable[[FloatArray], bool] | None = None,
+    validate: Callable[[FloatArray], Any] | None = None,
     hold: Callable[[], None] | None = None,
     on_chunk: Callable[[Prediction], None] | None = None,
     on_underrun: Callable[[float], None] | None = None,
@@ -73,22 +92,29 @@ def run_policy(
     startup_timeout_s: float = 0.0,
     smooth_seam: int = 0,
     freshness: str = DEFAULT_FRESHNESS,
-    **options: Any,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+    options: Mapping[str, Any] | None = None,
 ) -> RunOutcome:
     """Play ``max_actions`` actions through ``act``, refilling ahead of time.
 
     ``observe()`` returns the current Observation (or None when inputs are not ready; nothing
-    is sent that tick). ``validate(action)`` runs before every ``act``; False stops the run
-    (reason ``validate``). ``hold()`` is called exactly once on every early stop and never on
-    completion. ``prefetch=False`` is the strictly closed loop (request only when nothing is
-    left to play). ``startup_timeout_s`` waits for a warming worker before the first action.
-    ``smooth_seam=N`` ramps absolute-space seams over N steps. ``freshness`` picks the
-    lag (``EngineConfig.freshness``). Other keyword arguments are
-    passed to ``/v1/act`` (e.g. ``seed``). The handle is held for the whole run: a second
-    thread driving it raises ``SequencesError`` at once.
+    is sent that tick). ``validate(action)`` runs before every ``act`` and must return
+    ``True`` or ``False`` (a ``bool`` or ``numpy.bool_``); False, or anything else, stops the
+    run (reason ``validate``). ``hold()`` is called on every early stop and whenever the plan
+    runs out (underrun), once each time, never on completion. ``prefetch=False`` is the
+    strictly closed loop (request only when nothing is left to play). ``startup_timeout_s``
+    waits for a warming worker before the first action. ``smooth_seam=N`` ramps
+    absolute-space seams over N steps. ``freshness`` picks the lag
+    (``EngineConfig.freshness``). ``stall_timeout_s`` bounds how long the plan may stay
+    empty. ``options`` go to ``/v1/act`` as they are (e.g. ``{"seed": 1}``). The handle is
+    held for the whole run: a second thread driving it raises ``SequencesError`` at once.
     """
     if isinstance(max_actions, bool) or not isinstance(max_actions, int) or max_actions <= 0:
         raise ValueError(f"max_actions must be a positive int, got {max_actions!r}")
+    if not (isinstance(stall_timeout_s, (int, float)) and 0 < stall_timeout_s < math.inf):
+        raise ValueError(f"stall_timeout_s must be positive and finite, got {stall_timeout_s!r}")
+    if options is not None and not isinstance(options, Mapping):
+        raise TypeError(f"options must be a mapping of model options, got {options!r}")
     if validate is None:
         _warn_unvalidated()
     with policy._driving():  # first: a second driver is refused before anything is sent
@@ -99,23 +125,34 @@ def run_policy(
             freshness=freshness,
             startup_timeout_s=startup_timeout_s,
             control_hz=policy.control_hz,
-            options=options,
+            options=dict(options or {}),
         )
         covers_s, period_s = _catalogue_timing(policy)
         if prefetch:
             config = replace(config, expected_covers_s=covers_s)
         engine = PlaybackEngine(policy, config, on_chunk=on_chunk, on_underrun=on_underrun)
+
+        def observe_checked() -> Observation | None:
+            observation = observe()
+            if observation is not None:
+                policy.check_observation(observation)
+            return observation
+
         try:
-            return drive(
-                engine,
-                observe,
-                act,
-                max_actions=max_actions,
-                validate=validate,
-                hold=hold,
-                period_hint_s=period_s,
-            )
+            with hold_on_sigterm():
+                return drive(
+                    engine,
+                    observe_checked,
+                    act,
+                    max_actions=max_actions,
+                    validate=validate,
+                    hold=hold,
+                    period_hint_s=period_s,
+                    stall_timeout_s=stall_timeout_s,
+                    stop_event=policy.closed_event,
+                )
         finally:
+            policy.cancel_requests()  # nothing in flight outlives the run
             engine.close()
 
 
@@ -125,41 +162,44 @@ def drive(
     act: Callable[[FloatArray], None],
     *,
     max_actions: int,
-    validate: Callable[[FloatArray], bool] | None = None,
+    validate: Callable[[FloatArray], Any] | None = None,
     hold: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     period_hint_s: float | None = None,
+    stall_timeout_s: float | None = None,
+    stop_event: threading.Event | None = None,
 ) -> RunOutcome:
     """The paced loop shared by ``run_policy`` and the benchmark baselines.
 
     ``period_hint_s`` (the catalogue's rate) paces the ticks before the first chunk too, so
     that every observation is taken on the same tick grid the plan is played on: anchors
     off that grid would cost up to a step at a seam. Without it, waiting ticks poll.
+    ``stop_event`` (set by ``Policy.close()``) wakes the pacer and ends the run.
     """
+    if stop_event is not None:
+        sleep = interruptible(stop_event)
     pacer = _Pacer(clock, sleep)
+    loop = StopState(hold, stall_timeout_s)
+    observe = loop.observing(observe, clock)
     acted = 0
-    held = False
-
-    def stop_and_hold() -> None:
-        nonlocal held
-        if not held:
-            held = True
-            if hold is not None:
-                hold()
-
     try:
         while acted < max_actions:
+            if stop_event is not None and stop_event.is_set():
+                raise SequencesError("the policy handle was closed during run()")
             now = clock()
             tick = player.tick(now, observe)
             if tick.action is not None:
-                if validate is not None and not validate(tick.action):
-                    stop_and_hold()
-                    return _finish(player, "validate", acted)
+                refused = refusal(validate, tick.action)
+                if refused is not None:
+                    loop.stop()
+                    outcome = _finish(player, "validate", acted)
+                    return outcome if refused is True else replace(outcome, error=refused)
                 act(tick.action)
                 acted += 1
                 if acted == max_actions:
                     break
+            loop.after(tick, clock(), acted=tick.action is not None)
             period = player.period_s or period_hint_s
             if tick.kind == "waiting" and period is None:
                 started = clock()
@@ -168,10 +208,10 @@ def drive(
             else:
                 pacer.wait(now, period)
     except SequencesError as exc:
-        stop_and_hold()
+        loop.stop(exc)
         return replace(_finish(player, f"raised:{type(exc).__name__}", acted), error=exc)
-    except BaseException:
-        stop_and_hold()
+    except BaseException as exc:
+        loop.stop(exc)
         raise
     return _finish(player, "completed", acted)
 

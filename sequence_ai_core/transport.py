@@ -3,6 +3,11 @@
 Connection setup costs ~185 ms of TCP+TLS handshake per call on the real gateway (60 % of a
 bare request), so a ``Transport`` keeps its connections alive and is shared by every request
 of one Policy, including the engine's concurrent refills.
+
+Each request has an absolute deadline (``timeout_s`` from its start): no socket operation
+may outlast it (``netguard``), so nothing a server does keeps a worker, ``close()`` or the
+interpreter alive past it, and ``close()`` aborts requests in flight at once. Bodies are
+read within the limits of ``limits`` and redacted of the key before anything quotes them.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import secrets
 import ssl
 import threading
@@ -22,7 +28,19 @@ from urllib.parse import urlsplit
 import httpx
 
 from ._version import __version__
-from .errors import InvalidResponse, SequencesError, Unavailable, error_from_response
+from .bodies import BodyRefused, declared_length, decoded, parse_json, read_capped
+from .connections import VerifyArg, build_pool, checked_timeout, ssl_context_for
+from .errors import (
+    InvalidResponse,
+    SequencesError,
+    TLSError,
+    Unavailable,
+    error_from_response,
+)
+from .netguard import GuardedTransport, Scope
+from .redaction import LOG_REDACTION, redact_text
+
+__all__ = ["DEFAULT_BASE_URL", "Transport", "VerifyArg", "resolve_base_url", "ssl_context_for"]
 
 DEFAULT_BASE_URL = "https://api.generalsequences.com"
 USER_AGENT = f"sequence-ai-ros/{__version__}"
@@ -32,9 +50,13 @@ REQUEST_ID_HEADER = "X-Seq-Request-Id"
 #: longer idle gap (between episodes) pays one handshake, which is fine.
 KEEPALIVE_EXPIRY_S = 30.0
 
-VerifyArg = bool | str | ssl.SSLContext
+#: Characters of an unparsable error body kept on the error, after redaction.
+ERROR_TEXT_CHARS = 2000
 
 log = logging.getLogger(__name__)
+
+
+_OUR_ID = re.compile(r"r-[0-9a-f]{8}")
 
 
 def new_request_id() -> str:
@@ -70,40 +92,32 @@ def resolve_base_url(base_url: str | None, *, allow_insecure_http: bool = False)
     return url[: -len("/v1")] if parts.path.rstrip("/").endswith("/v1") else url
 
 
-def ssl_context_for(verify: VerifyArg) -> ssl.SSLContext | bool:
-    """What httpx gets for ``verify``. ``True`` stays ``True`` so httpx keeps honouring
-    ``SSL_CERT_FILE``/``SSL_CERT_DIR``; a path becomes a context; disabling is refused."""
-    if verify is True:
-        return True
-    if verify is False:
-        raise ValueError(
-            "TLS verification cannot be disabled; pass verify=<CA bundle path> or an SSLContext "
-            "that trusts your gateway's certificate"
-        )
-    if isinstance(verify, ssl.SSLContext):
-        if verify.verify_mode != ssl.CERT_REQUIRED or not verify.check_hostname:
-            raise ValueError(
-                "TLS verification cannot be disabled: the SSLContext must have "
-                "verify_mode=CERT_REQUIRED and check_hostname=True"
-            )
-        return verify
-    if isinstance(verify, str):
-        if os.path.isdir(verify):
-            return ssl.create_default_context(capath=verify)
-        if not os.path.isfile(verify):
-            raise ValueError(f"verify= CA bundle not found: {verify!r}")
-        return ssl.create_default_context(cafile=verify)
-    raise TypeError(f"verify must be True, a CA bundle path or an ssl.SSLContext, not {verify!r}")
-
-
 def _describe_transport_error(exc: BaseException) -> str:
     kind = type(exc).__name__
     text = str(exc).strip()
     return f"{kind}: {text}" if text else kind
 
 
+def _tls_failure(exc: BaseException) -> ssl.SSLError | None:
+    """The certificate failure behind an httpx ``ConnectError``, if that is what it is."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLCertVerificationError) or (
+            isinstance(seen, ssl.SSLError) and "CERTIFICATE_VERIFY_FAILED" in str(seen)
+        ):
+            return seen if isinstance(seen, ssl.SSLError) else None
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 class Transport:
-    """A thread-safe JSON-over-HTTP client for one gateway and one key."""
+    """A thread-safe JSON-over-HTTP client for one gateway and one key.
+
+    ``timeout_s`` is each request's absolute deadline, from its start to the last byte of
+    its answer; ``connect_timeout_s`` bounds connecting (within that deadline).
+    """
 
     def __init__(
         self,
@@ -117,29 +131,40 @@ class Transport:
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
-        if not timeout_s > 0 or not connect_timeout_s > 0:
-            raise ValueError("timeout_s and connect_timeout_s must be > 0")
+        self.timeout_s = checked_timeout(timeout_s, "timeout_s")
+        self._connect_timeout_s = checked_timeout(connect_timeout_s, "connect_timeout_s")
         self.base_url = base_url
-        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            # No gzip/deflate: a compressed body is a decompression bomb waiting (bodies.py).
+            "Accept-Encoding": "identity",
+        }
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
+        pool = build_pool(
+            base_url,
+            ssl_context_for(verify),
+            max_connections=max_connections,
+            keepalive_expiry_s=KEEPALIVE_EXPIRY_S,
+            loopback=_is_loopback(urlsplit(base_url).hostname or ""),
+        )
         self._client = httpx.Client(
             base_url=base_url,
             headers=headers,
-            verify=ssl_context_for(verify),
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=max_connections,
-                keepalive_expiry=KEEPALIVE_EXPIRY_S,
-            ),
+            transport=GuardedTransport(pool),
+            timeout=httpx.Timeout(self.timeout_s, connect=self._connect_timeout_s),
             follow_redirects=False,
+            trust_env=False,  # proxies are read in connections.py; no .netrc credentials
         )
         self.has_key = bool(api_key)
         self._secret = api_key or ""
+        if self._secret:
+            LOG_REDACTION.add(self._secret)
         self._lock = threading.Lock()
         self._requests_sent = 0
         self._closed = False
+        self._scopes: set[Scope] = set()
 
     def __repr__(self) -> str:
         return f"Transport(base_url={self.base_url!r}, key={'set' if self.has_key else 'none'})"
@@ -153,12 +178,25 @@ class Transport:
     def closed(self) -> bool:
         return self._closed
 
+    def cancel_in_flight(self) -> int:
+        """Abort every request under way (its caller gets ``SequencesError``); the handle
+        stays usable. Returns how many were aborted."""
+        with self._lock:
+            scopes = list(self._scopes)
+        for scope in scopes:
+            scope.cancel()
+        return len(scopes)
+
     def close(self) -> None:
+        """Idempotent. Aborts requests in flight, then closes the connections."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        self.cancel_in_flight()
         self._client.close()
+        if self._secret:
+            LOG_REDACTION.discard(self._secret)
 
     def request(
         self,
@@ -170,8 +208,7 @@ class Transport:
     ) -> tuple[Any, str, float]:
         """Send one request; return (parsed JSON body, request id, latency seconds).
 
-        Raises a typed ``SequencesError`` for every failure; a 2xx body that is not JSON
-        raises ``InvalidResponse`` via ``decode_json``.
+        Raises a typed ``SequencesError`` for every failure, by ``timeout_s`` at the latest.
         """
         request_id = new_request_id()
         with self._lock:
@@ -180,89 +217,178 @@ class Transport:
             self._requests_sent += 1
         content = None if json_body is None else json.dumps(json_body, allow_nan=False)
         started = time.monotonic()
+        scope = Scope(started + self.timeout_s)
+        with self._lock:
+            self._scopes.add(scope)
+        failure: tuple[SequencesError, BaseException] | None = None
         try:
-            response = self._client.request(
-                method,
-                path,
-                content=content,
-                params=params,
-                headers={REQUEST_ID_HEADER: request_id},
-            )
+            with scope:
+                status, headers, raw = self._exchange(method, path, content, params, request_id)
+                self._check_in_step(scope, headers, request_id, status)
+        except SequencesError:
+            raise
         except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError) as exc:
-            if self._closed:  # closed under an in-flight request: say so, not "unreachable"
-                raise SequencesError("policy handle is closed", request_id=request_id) from exc
-            latency = time.monotonic() - started
-            log.warning(
-                "%s %s failed after %.3fs: %s [%s]",
-                method,
-                path,
-                latency,
-                _describe_transport_error(exc),
-                request_id,
-            )
-            raise Unavailable(
-                f"gateway unreachable: {_describe_transport_error(exc)}",
-                warming=False,
-                request_id=request_id,
-            ) from exc
+            failure = (self._failure(exc, scope, method, path, started, request_id), exc)
         except RuntimeError as exc:  # httpx raises this when the client was closed meanwhile
             if self._closed:
                 raise SequencesError("policy handle is closed", request_id=request_id) from exc
             raise
+        finally:
+            with self._lock:
+                self._scopes.discard(scope)
+        if failure is not None:
+            error, cause = failure
+            if not self._quotes_secret(cause):
+                raise error from cause
+            raise error  # outside the handler: the cause quotes the key, so it is dropped
         latency = time.monotonic() - started
-        log.debug(
-            "%s %s -> %d in %.3fs [%s]", method, path, response.status_code, latency, request_id
+        log.debug("%s %s -> %d in %.3fs [%s]", method, path, status, latency, request_id)
+        if not 200 <= status < 300:
+            raise self._typed_error(status, headers, raw, request_id)
+        return self._decode_success(status, headers, raw, request_id), request_id, latency
+
+    def _quotes_secret(self, exc: BaseException) -> bool:
+        """Whether an exception chain quotes the key (h11 quotes bad header lines, which a
+        server may fill with the Authorization header it received)."""
+        seen: BaseException | None = exc
+        for _ in range(16):
+            if seen is None or not self._secret:
+                return False
+            if self._secret in repr(seen) or self._secret in str(seen):
+                return True
+            seen = seen.__cause__ or seen.__context__
+        return False
+
+    # ------------------------------------------------------------------ the exchange
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        content: str | None,
+        params: Mapping[str, str] | None,
+        request_id: str,
+    ) -> tuple[int, httpx.Headers, bytes | BodyRefused]:
+        """Status, headers and the raw body (or why it was refused), read within the caps."""
+        with self._client.stream(
+            method,
+            path,
+            content=content,
+            params=params,
+            headers={REQUEST_ID_HEADER: request_id},
+        ) as response:
+            try:
+                declared = declared_length(response.headers.get("content-length"))
+                raw: bytes | BodyRefused = read_capped(response.iter_raw(), declared)
+            except BodyRefused as refused:
+                raw = refused
+            return response.status_code, response.headers, raw
+
+    def _check_in_step(
+        self, scope: Scope, headers: httpx.Headers, request_id: str, status: int
+    ) -> None:
+        """An answer that needed no read after the request was written was buffered before
+        the request existed; one naming another request id answers another request. Either
+        way the connection is out of step: drop it and play nothing from it."""
+        echoed = (headers.get(REQUEST_ID_HEADER) or "").strip()
+        stale = scope.wrote and scope.reads_after_write == 0
+        # only an id of our own format counts: a gateway may label answers with its own ids
+        if stale or (_OUR_ID.fullmatch(echoed) and echoed != request_id):
+            scope.poison()
+            raise InvalidResponse(
+                "the gateway's answer does not belong to this request (a kept-alive "
+                "connection out of step); the connection was dropped",
+                status=status,
+                request_id=request_id,
+            )
+
+    def _failure(
+        self,
+        exc: BaseException,
+        scope: Scope,
+        method: str,
+        path: str,
+        started: float,
+        request_id: str,
+    ) -> SequencesError:
+        if self._closed:  # aborted under an in-flight request
+            return SequencesError("policy handle is closed", request_id=request_id)
+        if scope.cancelled:
+            return SequencesError("request aborted by cancel_requests()", request_id=request_id)
+        latency = time.monotonic() - started
+        described = redact_text(_describe_transport_error(exc), self._secret)
+        tls = _tls_failure(exc)
+        if tls is not None:
+            return TLSError(
+                f"TLS certificate of {self.base_url} not trusted (CERTIFICATE_VERIFY_FAILED: "
+                f"{redact_text(getattr(tls, 'verify_message', '') or str(tls), self._secret)}); "
+                "hint: set SSL_CERT_FILE to the CA bundle that signs it, or pass verify=<path>",
+                request_id=request_id,
+            )
+        log.warning(
+            "%s %s failed after %.3fs: %s [%s]", method, path, latency, described, request_id
         )
-        if not response.is_success:
-            raise _typed_error(response, request_id, secret=self._secret)
-        return decode_json(response, request_id), request_id, latency
-
-
-def _redacted(value: Any, secret: str) -> Any:
-    """``value`` with every occurrence of ``secret`` in its strings replaced by ``***``."""
-    if not secret:
-        return value
-    if isinstance(value, str):
-        return value.replace(secret, "***")
-    if isinstance(value, list):
-        return [_redacted(item, secret) for item in value]
-    if isinstance(value, dict):
-        return {key: _redacted(item, secret) for key, item in value.items()}
-    return value
-
-
-def _typed_error(response: httpx.Response, request_id: str, *, secret: str = "") -> SequencesError:
-    body = _error_body(response)
-    try:
-        # A gateway may quote the key it refused; it must not travel on into logs and tracebacks.
-        body = _redacted(body, secret)
-        return error_from_response(
-            response.status_code, body, headers=response.headers, request_id=request_id
-        )
-    except Exception:  # a hostile error body must still end as a typed error
-        log.warning("unreadable error body for HTTP %d [%s]", response.status_code, request_id)
-        return SequencesError(
-            f"gateway answered HTTP {response.status_code}",
-            status=response.status_code,
-            body=body,
-            request_id=request_id,
+        if isinstance(exc, httpx.TimeoutException) and scope.remaining() <= 0:
+            return Unavailable(
+                f"{type(exc).__name__}: no complete answer within the {self.timeout_s:g} s "
+                "request deadline",
+                warming=False,
+                request_id=request_id,
+            )
+        return Unavailable(
+            f"gateway unreachable: {described}", warming=False, request_id=request_id
         )
 
+    # ------------------------------------------------------------------ bodies
 
-def _error_body(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except (ValueError, RecursionError):  # includes JSONDecodeError, UnicodeDecodeError
-        return response.text[:2000]
+    def _text(self, headers: httpx.Headers, raw: bytes) -> str:
+        """Decoded (bounded), UTF-8, redacted: raises BodyRefused or UnicodeDecodeError."""
+        data = decoded(raw, headers.get("content-encoding"))
+        return redact_text(data.decode("utf-8"), self._secret)
 
+    def _decode_success(
+        self, status: int, headers: httpx.Headers, raw: bytes | BodyRefused, request_id: str
+    ) -> Any:
+        def refused(why: str) -> InvalidResponse:
+            return InvalidResponse(
+                f"gateway answered HTTP {status} with a body that {why}",
+                status=status,
+                request_id=request_id,
+            )
 
-def decode_json(response: httpx.Response, request_id: str) -> Any:
-    try:
-        return response.json()
-    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly nested JSON
-        raise InvalidResponse(
-            f"gateway answered HTTP {response.status_code} with a body that is not JSON",
-            status=response.status_code,
-            body=response.text[:500],
-            request_id=request_id,
-        ) from exc
+        if isinstance(raw, BodyRefused):
+            raise refused(f"breaks a limit: {raw}")
+        try:
+            text = self._text(headers, raw)
+        except BodyRefused as exc:
+            raise refused(f"breaks a limit: {exc}") from None
+        except UnicodeDecodeError:
+            raise refused("is not UTF-8 text") from None
+        try:
+            return parse_json(text, self._secret)
+        except BodyRefused as exc:
+            raise refused(f"breaks a limit: {exc}") from None
+        except (ValueError, RecursionError):  # RecursionError: absurdly nested JSON
+            error = refused("is not JSON")
+            error.body = text[:500]
+            raise error from None
+
+    def _typed_error(
+        self, status: int, headers: httpx.Headers, raw: bytes | BodyRefused, request_id: str
+    ) -> SequencesError:
+        body: Any = None
+        if not isinstance(raw, BodyRefused):
+            try:
+                data = decoded(raw, headers.get("content-encoding"))
+                text = redact_text(data.decode("utf-8", errors="replace"), self._secret)
+            except BodyRefused:
+                text = ""
+            try:
+                body = parse_json(text, self._secret) if text else None
+            except (ValueError, RecursionError, BodyRefused):
+                body = text[:ERROR_TEXT_CHARS]  # redacted above, cut only now
+        try:
+            return error_from_response(status, body, headers=headers, request_id=request_id)
+        except Exception:  # a hostile error body must still end as a typed error
+            log.warning("unreadable error body for HTTP %d [%s]", status, request_id)
+            return error_from_response(status, None, headers=headers, request_id=request_id)

@@ -8,6 +8,7 @@ anything else is an ``InvalidResponse`` and never reaches the robot.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import math
 import numbers
@@ -18,6 +19,7 @@ import numpy as np
 
 from .errors import InvalidResponse
 from .images import image_bytes
+from .limits import MAX_ACTION_DIM, MAX_CHUNK_VALUES, MAX_CONTROL_HZ, MAX_STEPS, MIN_CONTROL_HZ
 from .types import (
     ACTION_SPACES,
     ActionChunk,
@@ -29,6 +31,7 @@ from .types import (
 )
 
 POSE_SIZE = 7  # x, y, z, qx, qy, qz, qw
+_NUMBER_TYPES = frozenset({int, float})
 
 
 # --------------------------------------------------------------------------- requests
@@ -170,6 +173,8 @@ class _Reader:
         return value
 
     def number(self, value: Any, where: str) -> float:
+        if type(value) is float and math.isfinite(value):
+            return value
         if not _is_real(value):
             raise self.fail(f"{where} is not a number: {value!r:.40}")
         try:
@@ -188,17 +193,50 @@ class _Reader:
 
 def _step_values(reader: _Reader, step: Any, position: int) -> list[float]:
     where = f"action_chunk.steps[{position}]"
-    if isinstance(step, Mapping):
-        if "index" in step and reader.integer(step["index"], f"{where}.index") != position:
-            raise reader.fail(
-                f"{where}.index is {step['index']}, expected {position} (out of order)"
-            )
-        values = step.get("values")
-    else:
-        values = step
+    values = step.get("values") if isinstance(step, Mapping) else step
     if not isinstance(values, list):
         raise reader.fail(f"{where} values missing or not a list")
     return [reader.number(v, f"{where}[{j}]") for j, v in enumerate(values)]
+
+
+def _rows(reader: _Reader, steps: list[Any]) -> list[Any]:
+    """Each step's values, after checking the indexes of ``{"index", "values"}`` steps."""
+    kinds = set(map(type, steps))
+    if kinds == {list}:
+        return steps
+    if kinds == {dict}:  # what json.loads makes: the fast path, at C speed
+        indexes = list(map(dict.get, steps, itertools.repeat("index")))
+        in_order = set(map(type, indexes)) == {int} and indexes == list(range(len(steps)))
+        if in_order or indexes.count(None) == len(indexes):
+            return list(map(dict.get, steps, itertools.repeat("values")))
+    rows = []
+    for position, step in enumerate(steps):
+        if isinstance(step, Mapping):
+            if "index" in step:
+                where = f"action_chunk.steps[{position}].index"
+                if reader.integer(step["index"], where) != position:
+                    raise reader.fail(
+                        f"{where} is {step['index']}, expected {position} (out of order)"
+                    )
+            rows.append(step.get("values"))
+        else:
+            rows.append(step)
+    return rows
+
+
+def _fast_array(rows: list[Any]) -> FloatArray | None:
+    """The common case at C speed: lists of JSON numbers (ints or floats, never bools, which
+    numpy would silently take as 0/1) of equal length. None sends anything else to the
+    per-value path, which names the offending value."""
+    if set(map(type, rows)) != {list}:
+        return None
+    if not set(map(type, itertools.chain.from_iterable(rows))) <= _NUMBER_TYPES:
+        return None
+    try:
+        array = np.array(rows, dtype=np.float64)
+    except (ValueError, OverflowError):  # ragged, or an integer past float range
+        return None
+    return array if array.ndim == 2 else None
 
 
 def _parse_steps(reader: _Reader, chunk: Mapping[str, Any], action_dim: int) -> FloatArray:
@@ -207,15 +245,30 @@ def _parse_steps(reader: _Reader, chunk: Mapping[str, Any], action_dim: int) -> 
         raise reader.fail("action_chunk.steps missing or not a list")
     if not steps:
         raise reader.fail("action_chunk.steps is empty")
-    rows = [_step_values(reader, step, i) for i, step in enumerate(steps)]
-    for i, row in enumerate(rows):
-        if len(row) != len(rows[0]):
-            raise reader.fail(
-                f"ragged steps: step 0 has {len(rows[0])} values, step {i} {len(row)}"
-            )
-    if len(rows[0]) != action_dim:
-        raise reader.fail(f"action_dim is {action_dim} but steps have {len(rows[0])} values")
-    array = np.array(rows, dtype=np.float64)
+    if len(steps) > MAX_STEPS:
+        raise reader.fail(f"{len(steps)} steps in one chunk (at most {MAX_STEPS})")
+    if len(steps) * action_dim > MAX_CHUNK_VALUES:
+        raise reader.fail(
+            f"{len(steps)} x {action_dim} values in one chunk (at most {MAX_CHUNK_VALUES})"
+        )
+    rows = _rows(reader, steps)
+    array = _fast_array(rows)
+    if array is None:
+        values = [_step_values(reader, row, i) for i, row in enumerate(rows)]
+        for i, row in enumerate(values):
+            if len(row) != len(values[0]):
+                raise reader.fail(
+                    f"ragged steps: step 0 has {len(values[0])} values, step {i} {len(row)}"
+                )
+        array = np.array(values, dtype=np.float64).reshape(len(values), -1)
+    if array.shape[1] != action_dim:
+        raise reader.fail(f"action_dim is {action_dim} but steps have {array.shape[1]} values")
+    if not np.isfinite(array).all():
+        bad_step, bad_value = (int(i) for i in np.argwhere(~np.isfinite(array))[0])
+        raise reader.fail(
+            f"action_chunk.steps[{bad_step}][{bad_value}] is not finite: "
+            f"{array[bad_step, bad_value]}"
+        )
     array.flags.writeable = False
     return array
 
@@ -227,11 +280,14 @@ def _parse_chunk(reader: _Reader, chunk: Mapping[str, Any]) -> ActionChunk:
         # Unknown semantics (is it a delta?) cannot be played safely.
         raise reader.fail(f"unknown action_space {action_space!r}")
     action_dim = reader.integer(chunk.get("action_dim"), "action_chunk.action_dim")
-    if action_dim < 1:
-        raise reader.fail(f"action_dim must be >= 1, got {action_dim}")
+    if not 1 <= action_dim <= MAX_ACTION_DIM:
+        raise reader.fail(f"action_dim must be in [1, {MAX_ACTION_DIM}], got {action_dim}")
     hz = reader.number(chunk.get("control_frequency_hz"), "action_chunk.control_frequency_hz")
-    if hz <= 0:
-        raise reader.fail(f"control_frequency_hz must be > 0, got {hz}")
+    if not MIN_CONTROL_HZ <= hz <= MAX_CONTROL_HZ:
+        raise reader.fail(
+            f"control_frequency_hz must be in [{MIN_CONTROL_HZ:g}, {MAX_CONTROL_HZ:g}] Hz, "
+            f"got {hz:g}"
+        )
     steps = _parse_steps(reader, chunk, action_dim)
     covers = len(steps) / hz
     if chunk.get("covers_seconds") is not None:

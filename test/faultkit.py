@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from conftest import TEST_KEY
 
-from sequence_ai_core import Observation, Proprioception, SequencesError
+from sequence_ai_core import ImageFrame, Observation, Proprioception, SequencesError
+from sequence_ai_core.images import encode_image
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import Policy
 from sequence_ai_core.sim import CATALOGUE, Fault, GatewaySimulator
@@ -32,7 +33,21 @@ MAX_ACTIONS = 3 * HORIZON
 PERSISTENT = 1000  # "times" for a fault that lasts longer than any episode here
 LATENCY_S = 0.015
 
-OBSERVATION = Observation(Proprioception(joint_positions=[0.0] * DIM), instruction="fault matrix")
+
+def camera_frames(model: str) -> tuple[ImageFrame, ...]:
+    """One small JPEG per camera view of ``model``: run() refuses observations without the
+    views the catalogue lists."""
+    pixels = np.zeros((8, 8, 3), dtype=np.uint8)
+    views = CATALOGUE[model].camera_views
+    frames = (encode_image(pixels, view=view, size=None) for view in views)
+    return tuple(ImageFrame(view=frame.view, data=frame.data) for frame in frames)  # no time
+
+
+OBSERVATION = Observation(
+    Proprioception(joint_positions=[0.0] * (DIM - 1)),
+    images=camera_frames(MODEL),
+    instruction="fault matrix",
+)
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
@@ -68,11 +83,14 @@ class Episode:
     on_action: Callable[[int], None] | None = None
     actions: list[FloatArray] = field(default_factory=list)
     holds: int = 0
+    #: "act" and "hold", in order.
+    events: list[str] = field(default_factory=list)
 
     def observe(self) -> Observation:
         return OBSERVATION
 
     def act(self, action: FloatArray) -> None:
+        self.events.append("act")
         self.actions.append(np.array(action, copy=True))
         if (
             self.fault is not None
@@ -84,9 +102,16 @@ class Episode:
             self.on_action(len(self.actions))
 
     def hold(self) -> None:
+        self.events.append("hold")
         self.holds += 1
 
-    def run(self, policy: Policy, max_actions: int = MAX_ACTIONS, **kwargs: Any) -> RunOutcome:
+    def run(
+        self,
+        policy: Policy,
+        max_actions: int = MAX_ACTIONS,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> RunOutcome:
         if self.fault is not None and self.sim is not None and self.inject_after == 0:
             self.sim.inject(self.fault, times=self.times)
         return policy.run(
@@ -95,7 +120,8 @@ class Episode:
             max_actions=max_actions,
             validate=lambda action: True,  # the engine's own checks are under test
             hold=self.hold,
-            **{"action_horizon": HORIZON, **kwargs},
+            options={"action_horizon": HORIZON, **(options or {})},
+            **kwargs,
         )
 
 
@@ -108,10 +134,17 @@ def assert_safe_actions(actions: list[FloatArray], dim: int = DIM) -> None:
 
 
 def assert_outcome_consistent(outcome: RunOutcome, episode: Episode, max_actions: int) -> None:
-    """Counters agree with what the robot saw; hold fired once iff the run stopped early."""
+    """Counters agree with what the robot saw. Hold fires once per stop: on every stall (an
+    underrun spell) and at an early end, never twice in a row, and an early end always
+    leaves the arm held."""
     assert outcome.actions == len(episode.actions)
     assert outcome.stopped_early == (outcome.reason != "completed")
-    assert episode.holds == (1 if outcome.stopped_early else 0)
+    assert "hold,hold" not in ",".join(episode.events), episode.events
+    if outcome.stopped_early:
+        assert episode.events and episode.events[-1] == "hold", episode.events
+        assert outcome.stalls <= episode.holds <= outcome.stalls + 1
+    else:
+        assert episode.holds == outcome.stalls, (episode.events, outcome.stalls)
     assert outcome.requests >= outcome.chunks
     assert outcome.retries <= outcome.requests
     if outcome.reason == "completed":

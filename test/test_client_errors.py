@@ -175,7 +175,7 @@ def test_body_too_large(clean_env: object) -> None:
         (Fault.missing_field("action_dim"), "action_dim"),
         (Fault.missing_field("control_frequency_hz"), "control_frequency_hz"),
         (Fault.missing_field("action_space"), "action_space"),
-        (Fault.zero_frequency(), "control_frequency_hz must be > 0"),
+        (Fault.zero_frequency(), "control_frequency_hz must be in"),
         (Fault.non_numeric(), "not a number"),
         (Fault.not_json(), "not JSON"),
         (Fault.status(200, body=[1, 2, 3]), "not a JSON object"),

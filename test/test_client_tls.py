@@ -12,7 +12,7 @@ import pytest
 from conftest import TEST_KEY
 
 from sequence_ai_core.catalogue import models
-from sequence_ai_core.errors import Unavailable
+from sequence_ai_core.errors import TLSError, Unavailable
 from sequence_ai_core.policy import connect
 from sequence_ai_core.sim import GatewaySimulator
 from sequence_ai_core.transport import DEFAULT_BASE_URL, resolve_base_url
@@ -81,9 +81,12 @@ def test_untrusted_certificate_is_refused(
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     with (
         connect("pi05-droid", api_key=TEST_KEY, base_url=tls_sim.url) as policy,
-        pytest.raises(Unavailable, match="CERTIFICATE_VERIFY_FAILED"),
+        pytest.raises(TLSError, match="CERTIFICATE_VERIFY_FAILED") as raised,
     ):
         policy.predict(OBS)
+    # not transient (retrying cannot help) and it says where trust comes from
+    assert not isinstance(raised.value, Unavailable)
+    assert "SSL_CERT_FILE" in str(raised.value) and "verify=" in str(raised.value)
     assert tls_sim.stats()["act_requests"] == 0
 
 

@@ -177,7 +177,7 @@ def test_delta_spaces_play_every_step_of_a_late_chunk(delta_sim: GatewaySimulato
 
 def test_a_newer_chunk_takes_over_at_its_anchor_not_on_arrival(sim: GatewaySimulator) -> None:
     with engine_on(sim, "cosmos3-edge-policy-droid", STAGGERED) as (engine, _):
-        pipelined_pair(sim, engine, slow_s=0.0)
+        pipelined_pair(sim, engine, slow_s=0.2)
         assert engine.wait_idle(HANG_GUARD_S)
         # the second chunk arrived by 0.5 and took the lag one period toward its target
         # (a 2.13 s chunk needs almost none): due from 0.2 + 0.4 - 1/15
@@ -195,7 +195,7 @@ def test_seam_is_measured_before_smoothing_and_smoothing_ramps_absolute_spaces(
 ) -> None:
     config = EngineConfig(expected_covers_s=0.2, smooth_seam=4)
     with engine_on(sim, "lingbot-va-5b", config) as (engine, chunks):
-        pipelined_pair(sim, engine, slow_s=0.0)
+        pipelined_pair(sim, engine, slow_s=0.2)
         assert engine.wait_idle(HANG_GUARD_S)
         first_steps = chunks[0].action_chunk.steps
         ticks = [tick(engine, 0.4 + k * 0.04) for k in range(1, 11)]

@@ -104,7 +104,7 @@ def test_option_refused_by_gateway_is_invalid_request(harness: dict[str, Any]) -
     seed with 422."""
     with GatewaySimulator(api_key=TEST_KEY) as sim:
         episode = Episode()
-        outcome = run_against(sim, episode, seed="forty-two")
+        outcome = run_against(sim, episode, options={"seed": "forty-two"})
     assert outcome.reason == "raised:InvalidRequest"
     assert isinstance(outcome.error, SequencesError) and outcome.error.status == 422
     assert episode.holds == 1 and not episode.actions

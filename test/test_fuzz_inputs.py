@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import TEST_KEY
+from faultkit import camera_frames
 from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
@@ -31,7 +32,7 @@ from sequence_ai_core.wire import encode_observation
 
 __all__ = ["gateway", "policy"]  # the fixtures, imported for pytest to find
 INPUT_EXAMPLES = {"observations": 100, "observation_images": 80, "images": 80}
-GOOD = Observation(Proprioception(joint_positions=[0.0] * DIM))
+GOOD = Observation(Proprioception(joint_positions=[0.0] * DIM), images=camera_frames(MODEL))
 
 
 # ------------------------------------------------------------------ observations
@@ -302,7 +303,9 @@ def test_observation_turning_bad_mid_run_stops_with_hold(
 ) -> None:
     """A sensor glitch (NaN joint) mid-episode: the run stops, hold fires once, the bad
     observation is never sent, and every action played before it was finite."""
-    bad = Observation(Proprioception(joint_positions=[0.0] * (DIM - 1) + [math.nan]))
+    bad = Observation(
+        Proprioception(joint_positions=[0.0] * (DIM - 1) + [math.nan]), images=GOOD.images
+    )
     calls = {"observe": 0}
     acted: list[FloatArray] = []
     holds: list[int] = []
@@ -319,7 +322,7 @@ def test_observation_turning_bad_mid_run_stops_with_hold(
             max_actions=200,
             validate=lambda a: True,
             hold=lambda: holds.append(1),
-            action_horizon=5,
+            options={"action_horizon": 5},
         )
     )
     assert "joint_positions[6]" in text, text

@@ -14,6 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sequence_ai_core.errors import InvalidResponse
+from sequence_ai_core.limits import (
+    MAX_CHUNK_VALUES,
+    MAX_CONTROL_HZ,
+    MAX_STEPS,
+    MIN_CONTROL_HZ,
+)
 from sequence_ai_core.types import ImageFrame, Observation, Proprioception
 from sequence_ai_core.wire import (
     encode_act_request,
@@ -213,8 +219,8 @@ _DELETE = object()
         (_mutated("action_chunk.action_dim", _DELETE), "action_dim is not an integer"),
         (_mutated("action_chunk.action_dim", True), "action_dim is not an integer"),
         (_mutated("action_chunk.action_dim", 3), "action_dim is 3 but steps have 2"),
-        (_mutated("action_chunk.control_frequency_hz", 0), "control_frequency_hz must be > 0"),
-        (_mutated("action_chunk.control_frequency_hz", -15), "control_frequency_hz must be > 0"),
+        (_mutated("action_chunk.control_frequency_hz", 0), "control_frequency_hz must be in"),
+        (_mutated("action_chunk.control_frequency_hz", -15), "control_frequency_hz must be in"),
         (_mutated("action_chunk.control_frequency_hz", math.inf), "not finite"),
         (_mutated("action_chunk.control_frequency_hz", "15"), "not a number"),
         (_mutated("action_chunk.steps.1.values", [1.0]), "ragged"),
@@ -316,7 +322,8 @@ def test_any_body_is_either_a_valid_chunk_or_invalid_response(
     assert chunk.steps.ndim == 2 and chunk.steps.shape[0] >= 1
     assert chunk.steps.shape[1] == chunk.action_dim >= 1
     assert np.isfinite(chunk.steps).all()
-    assert math.isfinite(chunk.control_frequency_hz) and chunk.control_frequency_hz > 0
+    assert MIN_CONTROL_HZ <= chunk.control_frequency_hz <= MAX_CONTROL_HZ
+    assert len(chunk) <= MAX_STEPS and chunk.steps.size <= MAX_CHUNK_VALUES
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,0 +1,37 @@
+"""What a server may send: the one place the client's limits are set (DESIGN §3).
+
+Parsing holds the GIL, so the control thread waits while a worker parses an answer; these
+caps bound that wait as much as memory. Measured (``bench/parse.py``): ``json.loads`` of the
+largest chunk allowed below (128 x 32 values) costs about 1.5 ms, a tenth of what an
+unbounded 1000 x 32 chunk costs, so a 100 Hz loop is delayed by well under half a period;
+a 256 KiB body of the most expensive shape (single-digit numbers) would cost about 10 ms,
+which ``MAX_JSON_ITEMS`` refuses before parsing.
+"""
+
+from __future__ import annotations
+
+#: Decoded bytes of any one answer (after any content encoding). The largest allowed chunk
+#: at full float precision is about 45 kB; a catalogue of 300 models is about 100 kB.
+MAX_BODY_BYTES = 128 * 1024
+#: Commas in one body (one per value or member but the last of each list or object),
+#: counted before parsing: the cost of ``json.loads`` grows with the number of values, not
+#: bytes. The largest allowed chunk, as ``{"index", "values"}`` steps, has about 2,100.
+MAX_JSON_ITEMS = 4096
+#: Steps in one chunk, values per step, values per chunk. 50 Hz x 2.1 s = 105 steps is the
+#: longest chunk a catalogue model documents; pi0-style models send 50 steps of 32 values
+#: (1,600), within the 2,048 that keep a parse near a millisecond.
+MAX_STEPS = 256
+MAX_ACTION_DIM = 64
+MAX_CHUNK_VALUES = 2048
+#: Control rates a chunk may declare. Below 1 Hz a single step would hold the arm on one
+#: command for over a second; above 1 kHz no HTTP-fed loop can keep up.
+MIN_CONTROL_HZ = 1.0
+MAX_CONTROL_HZ = 1000.0
+#: A chunk's rate may differ from the catalogue's by this fraction (rounding in the
+#: gateway's JSON); more means the chunk would play at a speed the model was not made for.
+CONTROL_HZ_TOLERANCE = 0.01
+#: Content encodings decoded (each layer bounded by ``MAX_BODY_BYTES``). The client asks for
+#: ``identity``; these are accepted only because a proxy may compress anyway.
+DECODABLE_ENCODINGS = ("gzip", "x-gzip", "deflate")
+#: At most this many stacked encodings (``Content-Encoding: gzip, gzip, ...``).
+MAX_ENCODING_LAYERS = 2
