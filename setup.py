@@ -69,7 +69,6 @@ setup(
             "hypothesis>=6.50",
             "mypy>=1.8",
             "ruff>=0.4",
-            "rclpy-intellisense==1.2.0",
             "rosbags>=0.9.20",
             "PyYAML>=6",
             "types-PyYAML",

@@ -43,6 +43,7 @@ class Health:
     secret: str | None = None
     gateway: str = ""
     requests_sent: int | None = None  # over the connection's lifetime, all episodes
+    configure_problem: str | None = None  # why the last configure failed, while unconfigured
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -77,6 +78,8 @@ def _stop_summary(health: Health) -> tuple[int, str] | None:
 
 
 def _level_message(health: Health) -> tuple[int, str]:
+    if health.configure_problem:
+        return ERROR, health.configure_problem
     if health.estop_latched:
         return ERROR, "e-stop latched: nothing moves until it is released and an episode starts"
     if health.episode_running and health.input_problem:
@@ -114,6 +117,8 @@ def _values(health: Health) -> list[tuple[str, str]]:
         values.append(("gateway", health.gateway))
     if health.requests_sent is not None:
         values.append(("requests_sent", str(health.requests_sent)))
+    if health.configure_problem:
+        values.append(("configure_problem", health.configure_problem))
     if health.input_problem:
         values.append(("input_problem", health.input_problem))
     if health.episode_running and health.snapshot:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class EpisodeEnd:
     number: int
-    reason: str  # completed | validate | estop | stopped | deactivated | raised:<Class>
+    # completed | validate | estop | stale_input | stopped | deactivated | raised:<Class>
+    reason: str
     actions: int
     early: bool
     detail: str = ""

@@ -95,6 +95,14 @@ class InputStore:
             return f"joint_states is {age:.2f} s old (max_observation_age_s={max_age_s:g})"
         return None
 
+    def arm_stale(self, max_age_s: float) -> str | None:
+        """Why motion must end now: the arm reading is unusable or older than ``max_age_s``;
+        None while it is fresh, and None before the first one (without a reading no request
+        is sent, so nothing moves; ``observe`` names the missing input meanwhile)."""
+        if self._joints is None:
+            return None
+        return self.arm_problem(max_age_s)
+
     def measured_arm(self, max_age_s: float | None = None) -> FloatArray | None:
         """Latest arm joint positions, or None if there is none as fresh as ``max_age_s``.
         Targets built on a frozen reading (a stalled driver) would pull the arm back."""

@@ -2,9 +2,9 @@
 
 QoS (DESIGN §6): sensors best effort (sensor-data profile, which also matches reliable
 publishers); instruction and estop reliable + transient local, so a late-joining node still
-sees a latched e-stop, plus a best-effort volatile twin of each, because DDS matches no
-volatile or best-effort publisher (``create_publisher(Bool, "estop", 10)``) with the latched
-one; commands reliable.
+sees a latched e-stop, plus volatile twins of each (reliable, and best effort), because DDS
+matches no volatile or best-effort publisher (``create_publisher(Bool, "estop", 10)``) with
+the latched one; commands reliable.
 """
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ from typing import Any
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+try:  # Jazzy (rclpy 7.1); importing rclpy.qos_event there warns that it is deprecated
+    from rclpy.event_handler import SubscriptionEventCallbacks
+except ImportError:  # Humble (rclpy 3.3)
+    from rclpy.qos_event import SubscriptionEventCallbacks
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Bool, Float64MultiArray, MultiArrayDimension, String
 from std_srvs.srv import Trigger
@@ -110,16 +115,26 @@ class NodeIO:
                 self._sub(CompressedImage, topic, partial(self._on_compressed, view), sensor)
             else:
                 self._sub(Image, topic, partial(self._on_image, view), sensor)
-        # Each input twice: latched (state on join) and best effort + volatile (matches any
-        # publisher). A message may arrive on both; the callbacks are idempotent.
+        # Each input three times: latched (state on join), reliable + volatile, and best effort
+        # + volatile (matches any publisher). A message may arrive on several; the callbacks
+        # are idempotent.
         anyone = QoSProfile(
             depth=10,
             reliability=ReliabilityPolicy.BEST_EFFORT,
             durability=DurabilityPolicy.VOLATILE,
         )
-        for qos in (latched, anyone):
-            self._sub(String, "instruction", self._on_instruction, qos)
-            self._sub(Bool, "estop", self._on_estop, qos)
+        # And reliable + volatile, so that a default-QoS publisher's one message is delivered
+        # reliably: to the best-effort twin it goes best effort, and a single e-stop sent
+        # right after discovery was lost that way (seen in the real-ROS tier).
+        volatile = QoSProfile(
+            depth=10,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.VOLATILE,
+        )
+        for qos in (latched, volatile, anyone):
+            events = self._covered(qos is latched)
+            self._sub(String, "instruction", self._on_instruction, qos, events)
+            self._sub(Bool, "estop", self._on_estop, qos, events)
         start = node.create_service(Trigger, "~/start_episode", self._on_start)
         stop = node.create_service(Trigger, "~/stop", self._on_stop)
         self._entities += [(node.destroy_service, start), (node.destroy_service, stop)]
@@ -132,9 +147,31 @@ class NodeIO:
         self._entities.append((self.node.destroy_lifecycle_publisher, publisher))
         return publisher
 
-    def _sub(self, msg_type: Any, topic: str, callback: Any, qos: QoSProfile) -> None:
-        subscription = self.node.create_subscription(msg_type, topic, callback, qos)
+    def _sub(
+        self, msg_type: Any, topic: str, callback: Any, qos: QoSProfile, events: Any = None
+    ) -> None:
+        subscription = self.node.create_subscription(
+            msg_type, topic, callback, qos, event_callbacks=events
+        )
         self._entities.append((self.node.destroy_subscription, subscription))
+
+    def _covered(self, latched: bool) -> Any:
+        """rclpy's default handler warns "offering incompatible QoS. No messages will be
+        received from it" when a volatile publisher meets the latched subscription, which an
+        operator reads as a broken e-stop; the twin subscription does receive it. Say so once."""
+        if not latched:
+            return None
+        said = []
+
+        def covered(event: Any) -> None:
+            if not said:
+                said.append(True)
+                self.node.get_logger().info(
+                    "a volatile publisher on estop/instruction is received by the node's "
+                    "volatile subscriptions (the latched one cannot match it)"
+                )
+
+        return SubscriptionEventCallbacks(incompatible_qos=covered)
 
     def destroy(self) -> None:
         for destroy, entity in reversed(self._entities):

@@ -15,55 +15,40 @@ from collections.abc import Callable
 from typing import Any
 
 import rclpy
-from diagnostic_msgs.msg import DiagnosticStatus
-from diagnostic_updater import Updater
-from rcl_interfaces.msg import ParameterDescriptor  # type: ignore[import-not-found, unused-ignore]
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
-from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
 
 from sequence_ai_core.credentials import resolve_api_key
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.errors import SequencesError
 from sequence_ai_core.policy import Policy, connect
+from sequence_ai_core.types import ABSOLUTE_SPACES
 
-from . import diagnostics, params
+from . import diagnostics, params, rclpy_guards
 from .episode import Episodes
+from .health_publisher import HealthPublisher
 from .node_io import NodeIO, default_period
 from .safety import SafetyChecks, load_validator
-
-_PARAM_TYPES = {
-    "bool": Parameter.Type.BOOL,
-    "integer": Parameter.Type.INTEGER,
-    "double": Parameter.Type.DOUBLE,
-    "string": Parameter.Type.STRING,
-    "integer_array": Parameter.Type.INTEGER_ARRAY,
-    "double_array": Parameter.Type.DOUBLE_ARRAY,
-    "string_array": Parameter.Type.STRING_ARRAY,
-}
-_LEVELS = {
-    diagnostics.OK: DiagnosticStatus.OK,
-    diagnostics.WARN: DiagnosticStatus.WARN,
-    diagnostics.ERROR: DiagnosticStatus.ERROR,
-}
 
 
 class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
     def __init__(self, node_name: str = "sequence_ai", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        for spec in params.PARAMETERS:
-            descriptor = ParameterDescriptor(
-                description=spec.description, additional_constraints=spec.constraints
+        self._wrong_types = rclpy_guards.declare_parameters(self, params.PARAMETERS)
+        for name, wrong in self._wrong_types.items():
+            self.get_logger().error(
+                f"parameter '{name}': {wrong.problem}; configure refuses until it is set right"
             )
-            value = _PARAM_TYPES[spec.kind] if spec.default is None else spec.default
-            self.declare_parameter(spec.name, value, descriptor)
+        rclpy_guards.refuse_unregistered_transitions(self, self.get_logger().warning)
         self.episodes = Episodes()
-        # Humble's Python Updater declares `diagnostic_updater.period` unconditionally, so a
-        # second one on this node (say, on re-configure) would raise: one per node lifetime.
-        self._updater: Updater | None = None
         self._lifecycle = "unconfigured"
+        self._configure_problem: str | None = None
         self._clear()
+        # From construction on, so that an unconfigured or failed node reports too.
+        self.health = HealthPublisher(self, "policy", self._report)
+        named = {n: self.get_parameter_or(n).value for n in ("hardware_id", "model")}
+        self.health.hardware_id = str(named["hardware_id"] or f"sequence-ai:{named['model']}")
 
     def _clear(self) -> None:
         self.config: params.NodeConfig | None = None
@@ -85,10 +70,12 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         try:
             return TransitionCallbackReturn.SUCCESS if body() else TransitionCallbackReturn.FAILURE
         except params.ParameterError as exc:
-            self.get_logger().error(f"{name} failed: {exc}")
+            self._configure_problem = f"{name} failed: {exc}"
+            self.get_logger().error(self._configure_problem)
             return TransitionCallbackReturn.FAILURE
         except SequencesError as exc:
-            self.get_logger().error(f"{name} failed: {type(exc).__name__}: {self._redact(exc)}")
+            self._configure_problem = f"{name} failed: {type(exc).__name__}: {self._redact(exc)}"
+            self.get_logger().error(self._configure_problem)
             return TransitionCallbackReturn.FAILURE
         except Exception as exc:
             trace = self._redact(traceback.format_exc())
@@ -96,9 +83,12 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             return TransitionCallbackReturn.ERROR
 
     def on_configure(self, state: State) -> TransitionCallbackReturn:
+        self._configure_problem = None
         result = self._guarded("configure", self._configure)
         if result != TransitionCallbackReturn.SUCCESS:
             self._teardown()
+            self._configure_problem = self._configure_problem or "configure failed (see log)"
+            self.health.publish_now()
         return result
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
@@ -135,7 +125,13 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
                 "looks like a credential; the key must come from $SEQUENCES_API_KEY or the "
                 "credentials file, never a ROS parameter (parameters are dumped and recorded)",
             )
-        return {spec.name: self.get_parameter_or(spec.name).value for spec in params.PARAMETERS}
+        values = {spec.name: self.get_parameter_or(spec.name).value for spec in params.PARAMETERS}
+        for name, wrong in list(self._wrong_types.items()):
+            if values[name] != wrong.declared:  # set since (ros2 param set): the override is gone
+                del self._wrong_types[name]
+            else:
+                raise params.ParameterError(name, wrong.problem)
+        return values
 
     def _configure(self) -> bool:
         config = params.parse(self._parameter_values())
@@ -161,7 +157,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self.config = config
         self.io = NodeIO(self, config, model)
         self.io.create()
-        self._setup_diagnostics(config)
+        self.health.hardware_id = config.hardware_id
         self._lifecycle = "inactive"
         self.get_logger().info(
             f"configured {model.id}: {model.action_dim} dims at {model.control_hz:g} Hz, "
@@ -184,12 +180,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             validator=validator,
             validator_name=config.validator,
         )
-
-    def _setup_diagnostics(self, config: params.NodeConfig) -> None:
-        if self._updater is None:
-            self._updater = Updater(self)
-            self._updater.add("policy", self._diagnose)
-        self._updater.setHardwareID(config.hardware_id)
 
     def _activate(self) -> bool:
         assert self.config is not None
@@ -216,7 +206,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._teardown()
 
     def _teardown(self) -> bool:
-        """Undo configure (the diagnostics updater stays; see __init__)."""
+        """Undo configure (diagnostics keep reporting)."""
         self._deactivate("cleanup")
         if self.io is not None:
             self.io.destroy()
@@ -265,22 +255,26 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if end is None:
             return False
         assert self.io is not None
-        self.io.hold(early=end.early)
+        # A completed absolute plan ends on its last target, which holds by itself: a hold at
+        # the measured position would be one more command, a small step back.
+        if end.early or self.io.action_space not in ABSOLUTE_SPACES:
+            self.io.hold(early=end.early)
         if self.engine is not None:
             self._last_outcome = self.engine.outcome(reason=reason, stopped_early=end.early)
             # Never block the executor on an HTTP exchange still in flight (up to timeout_s).
             self.engine.close(wait=False)
             self.engine = None
         self._last_error = error
-        text = f"episode {end.number} ended: {reason}{f' ({detail})' if detail else ''}"
-        log = (
-            self.get_logger().info
-            if not end.early or reason == "stopped"
-            else self.get_logger().error
+        text = self._redact(
+            f"episode {end.number} ended: {reason}{f' ({detail})' if detail else ''}; "
+            f"{self._last_outcome!r}"
         )
-        log(self._redact(f"{text}; {self._last_outcome!r}"))
-        if self._updater is not None:
-            self._updater.force_update()
+        # One call site per severity: rclpy raises if a call site changes its severity.
+        if end.early and reason != "stopped":
+            self.get_logger().error(text)
+        else:
+            self.get_logger().info(text)
+        self.health.publish_now()
         return True
 
     def on_estop(self, engaged: bool) -> None:
@@ -291,8 +285,12 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             self.stop_episode("estop")
         if engaged and not was_latched:
             self.get_logger().warning("e-stop engaged: latched until released")
-        if self._updater is not None:
-            self._updater.force_update()
+        self.health.publish_now()
+
+    def fail_safe(self, exc: BaseException) -> None:
+        """An exception escaped a callback: log it, hold, and keep serving (e-stop, services)."""
+        self.get_logger().error(self._redact(f"callback raised: {traceback.format_exc()}"))
+        self.stop_episode(f"raised:{type(exc).__name__}", detail=str(exc), error=exc)
 
     # ------------------------------------------------------------------ control loop
 
@@ -309,6 +307,14 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
     def on_tick(self) -> None:
         engine, io, safety = self.engine, self.io, self._safety
         if engine is None or io is None or safety is None or not self.episodes.running:
+            return
+        # One rule for every output type: an arm state older than max_observation_age_s ends
+        # motion and the episode at this tick, i.e. within that age plus one control period of
+        # the last reading. A plan must not play on (or a target be built) on a frozen reading.
+        assert self.config is not None
+        stale = io.inputs.arm_stale(self.config.max_observation_age_s)
+        if stale is not None:
+            self.stop_episode("stale_input", detail=stale)
             return
         try:
             tick = engine.tick(time.monotonic(), io.inputs.observe)
@@ -338,7 +344,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
     def _redact(self, text: object) -> str:
         return diagnostics.redact(str(text), self._secret)
 
-    def _diagnose(self, stat: Any) -> Any:
+    def _report(self) -> tuple[int, str, list[tuple[str, str]]]:
         health = diagnostics.Health(
             lifecycle=self._lifecycle,
             model=self.config.model if self.config else "",
@@ -355,12 +361,9 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             secret=self._secret,
             gateway=self._policy.base_url if self._policy else "",
             requests_sent=self._policy.requests_sent if self._policy else None,
+            configure_problem=self._configure_problem if self.config is None else None,
         )
-        level, message, values = diagnostics.evaluate(health)
-        stat.summary(_LEVELS[level], message)
-        for key, value in values:
-            stat.add(key, value)
-        return stat
+        return diagnostics.evaluate(health)
 
 
 def main(args: list[str] | None = None) -> None:
@@ -378,7 +381,12 @@ def main(args: list[str] | None = None) -> None:
         # Nothing wakes a blocked wait on a signal now (rclpy's handler did): poll, so that
         # Python runs the handler even when no timer is due (an unconfigured node).
         while rclpy.ok():
-            executor.spin_once(timeout_sec=0.1)
+            try:
+                executor.spin_once(timeout_sec=0.1)
+            except (KeyboardInterrupt, ExternalShutdownException):
+                raise
+            except Exception as exc:  # a callback's bug must not take the hold and latch away
+                node.fail_safe(exc)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:

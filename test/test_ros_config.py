@@ -45,7 +45,7 @@ def test_analyzer_config_matches_the_status_name() -> None:
     analyzers = node_parameters(ROOT / "config" / "analyzers.yaml")
     policy = analyzers["policy"]
     assert policy["type"] == "diagnostic_aggregator/GenericAnalyzer"
-    # diagnostic_updater names the status "<node name>: <task name>"; the task is "policy".
+    # The status is named "<node name>: <task>" as diagnostic_updater names it; task "policy".
     assert any(
         ": policy".endswith(text) or text in "sequence_ai: policy" for text in policy["contains"]
     )

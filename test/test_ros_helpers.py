@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import humble_messages as messages
 import numpy as np
 import pytest
 from PIL import Image as PILImage
-from rclpy_double import messages
 
 from sequence_ai_core.errors import OutOfCredit, Unavailable
 from sequence_ai_ros import conversions as conv
@@ -400,3 +400,17 @@ def test_inputs_stale_missing_and_images() -> None:
     assert observation.instruction == "pick"
     clock[0] += 0.6
     assert store.observe() is None and "joint_states is 0.60 s old" in str(store.problem)
+
+
+def test_arm_stale_ends_motion_on_an_old_or_unusable_reading_not_before_the_first() -> None:
+    clock = [10.0]
+    config = params.parse(raw_params(joint_names=["a", "b"], max_observation_age_s=0.5))
+    store = InputStore(config, monotonic=lambda: clock[0])
+    assert store.arm_stale(0.5) is None  # nothing received: nothing can have been sent
+    store.on_joint_state(["a", "b"], [0.1, 0.2], [])
+    clock[0] += 0.5
+    assert store.arm_stale(0.5) is None
+    clock[0] += 0.01
+    assert store.arm_stale(0.5) == "joint_states is 0.51 s old (max_observation_age_s=0.5)"
+    store.on_joint_state(["a", "b"], [0.1, float("nan")], [])
+    assert store.arm_stale(0.5) == "joint_states has non-finite positions"

@@ -10,8 +10,10 @@ message field path (written, or read in a subscription/service callback) against
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
 import re
-import sysconfig
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,21 +22,29 @@ from rosbags.typesys import Stores, get_typestore
 from rosbags.typesys.base import Nodetype
 
 ROOT = Path(__file__).resolve().parents[1]
-RCLPY = Path(sysconfig.get_paths()["purelib"]) / "rclpy"
-ROS_FILES = ["policy_node.py", "node_io.py", "sim_arm_node.py"]
+# rclpy-intellisense is installed outside sys.path (`pip install --target`, see the Makefile):
+# its `rclpy/` is Humble's sources, not runnable, and would shadow a real rclpy.
+RCLPY = Path(os.environ.get("SEQUENCE_AI_HUMBLE_RCLPY", ROOT / ".venv" / "humble-rclpy" / "rclpy"))
+ROS_FILES = [
+    "policy_node.py",
+    "node_io.py",
+    "sim_arm_node.py",
+    "health_publisher.py",
+    "rclpy_guards.py",
+]
 MESSAGE_FILES = [*ROS_FILES, "conversions.py"]
 # Humble std_srvs/srv/Trigger.srv (rosbags has no .srv files): request empty, then response.
-SERVICES = {"std_srvs/srv/Trigger": {"Request": [], "Response": ["success", "message"]}}
-# ros/diagnostics humble, diagnostic_updater/_diagnostic_updater.py: Updater(node, period=1.0)
-# and its public methods; DiagnosticStatusWrapper.summary/add.
-UPDATER_API = {
-    "Updater": {"__init__": (["node", "period"], 1), "add": (["name", "fn"], 0),
-                "update": ([], 0), "force_update": ([], 0), "setHardwareID": (["hwid"], 0),
-                "broadcast": (["lvl", "msg"], 0), "removeByName": (["name"], 0)},
-    "DiagnosticStatusWrapper": {"summary": (["level", "message"], 0), "add": (["key", "val"], 0)},
-}  # fmt: skip
+SERVICES = {
+    "std_srvs/srv/Trigger": {"Request": [], "Response": ["success", "message"]},
+    # Humble lifecycle_msgs/srv/ChangeState.srv: Transition transition --- bool success
+    "lifecycle_msgs/srv/ChangeState": {"Request": ["transition"], "Response": ["success"]},
+}
 
-pytestmark = pytest.mark.skipif(not RCLPY.is_dir(), reason="rclpy-intellisense not installed")
+# `make test` names the directory and so requires it; elsewhere (colcon) the check is optional.
+pytestmark = pytest.mark.skipif(
+    not RCLPY.is_dir() and "SEQUENCE_AI_HUMBLE_RCLPY" not in os.environ,
+    reason="rclpy-intellisense not installed",
+)
 
 
 @dataclass(frozen=True)
@@ -149,10 +159,34 @@ def receiver(call: ast.Call) -> str:
 # ---------------------------------------------------------------------- rclpy
 
 
+def test_humble_sources_cannot_shadow_a_real_rclpy() -> None:
+    assert (RCLPY / "node.py").is_file(), f"Humble's rclpy sources missing at {RCLPY}"
+    spec = importlib.util.find_spec("rclpy")
+    # Importable rclpy, if any, is a real one: it ships the compiled extension.
+    assert spec is None or any(Path(spec.origin or "").parent.glob("_rclpy_pybind11*")), spec
+    assert all(Path(p).resolve() != RCLPY.parent.resolve() for p in sys.path if p)
+
+
+def _newer_distro_imports(tree: ast.Module) -> set[int]:
+    """Imports tried first under `try:` with an `except ImportError:` fallback (Jazzy's
+    rclpy.event_handler, Humble's rclpy.qos_event): Humble needs only the fallback."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name) and h.type.id == "ImportError" for h in node.handlers
+        ):
+            assert any(isinstance(n, ast.ImportFrom) for h in node.handlers for n in h.body)
+            skipped |= {id(n) for n in node.body if isinstance(n, ast.ImportFrom)}
+    return skipped
+
+
 def test_rclpy_imports_exist_in_rclpy_sources() -> None:
     checked = 0
     for name, tree in sources(ROS_FILES):
+        newer = _newer_distro_imports(tree)
         for node in ast.walk(tree):
+            if id(node) in newer:
+                continue
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rclpy"):
                 available = module_names(rclpy_module(node.module or ""))
                 for alias in node.names:
@@ -244,23 +278,6 @@ def test_qos_enums_lifecycle_returns_and_parameter_types(
 
 def _all_rclpy_text() -> str:
     return "\n".join(p.read_text(encoding="utf-8") for p in RCLPY.rglob("*.py"))
-
-
-def test_diagnostic_updater_usage_matches_humble() -> None:
-    for name, tree in sources(ROS_FILES):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "diagnostic_updater":
-                assert all(a.name in UPDATER_API for a in node.names)
-        for call in calls(tree):
-            if receiver(call) in ("self._updater",):
-                method = call.func.attr  # type: ignore[attr-defined]
-                assert method in UPDATER_API["Updater"], f"{name}:{call.lineno} {method}"
-            if receiver(call) == "stat":
-                method = call.func.attr  # type: ignore[attr-defined]
-                params, _ = UPDATER_API["DiagnosticStatusWrapper"][method]
-                assert len(call.args) == len(params), f"{name}:{call.lineno} stat.{method}"
-            if ast.unparse(call.func) == "Updater":
-                assert 1 <= len(call.args) <= 2 and not call.keywords
 
 
 # ---------------------------------------------------------------------- messages
@@ -386,3 +403,25 @@ def test_fields_read_in_callbacks_exist(msgdefs: dict) -> None:  # type: ignore[
                     messages.check_path(typed[chain[0]], chain[1], f"{file}:{node.lineno}")
                     checked += 1
     assert checked >= 15  # joint_states, images, instruction, estop, Trigger responses
+
+
+def test_main_calls_rclpy_init_and_spin_once_as_humble_defines_them() -> None:
+    init_source = (RCLPY / "__init__.py").read_text()
+    init = next(
+        n
+        for n in ast.parse(init_source).body
+        if isinstance(n, ast.FunctionDef) and n.name == "init"
+    )
+    accepted = {a.arg for a in init.args.kwonlyargs}
+    main = next(
+        n
+        for n in parse(ROOT / "sequence_ai_ros" / "policy_node.py").body
+        if isinstance(n, ast.FunctionDef) and n.name == "main"
+    )
+    found = {ast.unparse(c.func): c for c in ast.walk(main) if isinstance(c, ast.Call)}
+    keywords = {k.arg: ast.unparse(k.value) for k in found["rclpy.init"].keywords}
+    assert set(keywords) <= accepted
+    assert keywords["signal_handler_options"] == "SignalHandlerOptions.NO"
+    assert "SignalHandlerOptions.NO" in init_source  # a pybind11 enum: its members show here
+    assert "from rclpy.utilities import ok" in init_source  # rclpy.ok()
+    assert [k.arg for k in found["executor.spin_once"].keywords] == ["timeout_sec"]

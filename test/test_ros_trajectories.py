@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rclpy_double import messages
+import humble_messages as messages
 
 from sequence_ai_core.sim.controlled import ControlledJoints
 from sequence_ai_core.sim.controllers import humble_defaults, jazzy_defaults, validate_trajectory

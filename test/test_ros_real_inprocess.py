@@ -1,0 +1,120 @@
+"""Real rclpy, the node in the test process: what needs the node's insides or a patched
+catalogue. Everything else runs the node as its own process (the other test_ros_real_*)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import TEST_KEY
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.parameter import Parameter
+from realros import Recording, ros_context, wait_for
+from std_msgs.msg import Float64MultiArray
+
+from sequence_ai_core.policy import Policy
+from sequence_ai_core.sim import GatewaySimulator
+
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
+JOINTS = [f"joint_{i + 1}" for i in range(7)]
+_names = iter(range(1, 1_000_000))
+
+
+class InProcess:
+    def __init__(self, sim: GatewaySimulator, **changes: Any) -> None:
+        from sequence_ai_ros.policy_node import PolicyNode
+
+        self.namespace = f"/inproc{next(_names)}"
+        values = {"base_url": sim.url, "joint_names": JOINTS, "gripper_dims": 1, **changes}
+        context = ros_context()
+        self.node = PolicyNode(
+            namespace=self.namespace,
+            context=context,
+            parameter_overrides=[Parameter(k, value=v) for k, v in values.items()],
+        )
+        self.actions = Recording("action")
+        self.node.create_subscription(Float64MultiArray, "action", self.actions, 50)
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+
+    def spin_until(self, condition: Any, timeout_s: float = 15.0) -> None:
+        def step() -> bool:
+            self.executor.spin_once(timeout_sec=0.02)
+            return bool(condition())
+
+        wait_for(step, timeout_s)
+
+    def close(self) -> None:
+        self.node.release("test end")
+        self.executor.shutdown(timeout_sec=1)
+        self.node.destroy_node()
+
+
+@pytest.fixture
+def inprocess(sim: GatewaySimulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv("SEQUENCES_API_KEY", TEST_KEY)
+    made: list[InProcess] = []
+
+    def make(**changes: Any) -> InProcess:
+        made.append(InProcess(sim, **changes))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
+def test_max_step_compares_with_the_hold_and_bounds_the_first_velocity(inprocess: Any) -> None:
+    run = inprocess(max_step=[0.5])
+    node = run.node
+    assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    io, safety, period = node.io, node._safety, 1 / 15
+
+    def play(arm: float, gripper: float = 0.5) -> str | None:
+        return io.play(np.array([arm] * 7 + [gripper]), "joint_velocity", safety, period)
+
+    io.begin_episode()
+    io.inputs.on_joint_state([*JOINTS], [0.0] * 7, [])
+    assert "max_step" in (play(0.6) or "")  # from rest: 0.6 rad/s in one step
+    assert play(0.4, gripper=0.9) is None  # the gripper is a position, not compared with 0
+    io.hold_underrun()
+    assert "max_step" in (play(0.85) or "")  # 0.85 from the hold's 0, not from 0.4
+    assert play(0.3) is None
+
+
+@pytest.mark.parametrize("control_hz", [15.0, 0.0])
+def test_a_catalogue_entry_without_horizon_or_rate(
+    inprocess: Any, monkeypatch: pytest.MonkeyPatch, control_hz: float
+) -> None:
+    describe = Policy.describe
+    monkeypatch.setattr(
+        Policy,
+        "describe",
+        lambda self: dataclasses.replace(describe(self), action_horizon=0, control_hz=0.0),
+    )
+    run = inprocess(control_hz=control_hz, max_observation_age_s=5.0)
+    node = run.node
+    assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+    node.io.inputs.on_joint_state([*JOINTS, "gripper"], [0.0] * 8, [])
+    assert node.start_episode() is None
+    assert node.engine is not None and node.engine.config.expected_covers_s is None
+    run.spin_until(lambda: len(run.actions) >= 3)
+    assert node.stop_episode("stopped", detail="test")
+    run.spin_until(lambda: len(run.actions) >= 4 and not any(run.actions.snapshot()[-1].data[:7]))
+
+
+def test_the_imported_rclpy_is_real_and_nothing_shadows_it() -> None:
+    """rclpy-intellisense (Humble's sources, not runnable) installs a top-level rclpy/; it
+    lives in .venv/humble-rclpy for the static check, never in an environment that runs."""
+    import rclpy
+
+    assert any(Path(rclpy.__file__).parent.glob("_rclpy_pybind11*")), rclpy.__file__
+    with pytest.raises(importlib.metadata.PackageNotFoundError):
+        importlib.metadata.version("rclpy-intellisense")

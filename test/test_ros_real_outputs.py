@@ -1,0 +1,149 @@
+"""Real rclpy: what the node publishes, field by field, at the chunk's rate, and what it reads.
+
+The three output types with the gripper split off, ~/chunk, raw Image and CompressedImage
+inputs, the instruction topic, and the end of a completed absolute episode.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from typing import Any
+
+import pytest
+from realros import Tier, tier, wait_for
+from realros.nodes import LATCHED, PolicyNode, sim_arm
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+from trajectory_msgs.msg import JointTrajectory
+
+from sequence_ai_core.sim import GatewaySimulator
+from sequence_ai_core.sim.catalogue import find_model
+
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
+__all__ = ["tier"]
+OUTPUTS = {
+    "float64_multi_array": Float64MultiArray,
+    "joint_trajectory": JointTrajectory,
+    "joint_state": JointState,
+}
+
+
+def _seconds(duration: Any) -> float:
+    return float(duration.sec) + float(duration.nanosec) * 1e-9
+
+
+def _check(output: str, msg: Any, joints: list[str], hz: float, velocity: bool) -> list[float]:
+    """The arm values of one action message, after checking its fields; gripper split off."""
+    n = len(joints)
+    if output == "float64_multi_array":
+        assert len(msg.data) == n and msg.layout.dim[0].label == "action"
+        assert msg.layout.dim[0].size == n
+        return list(msg.data)
+    if output == "joint_trajectory":
+        assert list(msg.joint_names) == joints and len(msg.points) == 1
+        point = msg.points[0]
+        assert len(point.positions) == n
+        assert math.isclose(_seconds(point.time_from_start), 1.0 / hz, abs_tol=1e-6)
+        assert len(point.velocities) == (n if velocity else 0)
+        return list(point.velocities if velocity else point.positions)
+    assert list(msg.name) == joints and len(msg.position) == n
+    assert len(msg.velocity) == (n if velocity else 0)
+    assert msg.header.stamp.sec > 0
+    return list(msg.velocity if velocity else msg.position)
+
+
+def _gripper(output: str, msg: Any) -> float:
+    if output == "float64_multi_array":
+        assert msg.layout.dim[0].label == "gripper"
+        return float(msg.data[0])
+    if output == "joint_trajectory":
+        assert list(msg.joint_names) == ["gripper"]
+        return float(msg.points[0].positions[0])
+    assert list(msg.name) == ["gripper"]
+    return float(msg.position[0])
+
+
+CASES = [
+    ("pi05-droid", "float64_multi_array"),
+    ("pi05-droid", "joint_trajectory"),
+    ("pi05-droid", "joint_state"),
+    ("lingbot-vla-v2-6b", "joint_trajectory"),  # 30 Hz
+    ("lingbot-va-5b", "joint_trajectory"),  # absolute, 25 Hz
+    ("lingbot-va-5b", "joint_state"),
+]
+
+
+@pytest.mark.parametrize(("model", "output"), CASES)
+def test_output_fields_gripper_split_and_chunk_at_the_chunk_rate(
+    tier: Tier, sim: GatewaySimulator, model: str, output: str
+) -> None:
+    entry = find_model(model)
+    assert entry is not None
+    velocity, hz = entry.action_space == "joint_velocity", entry.control_hz
+    joints = [f"joint_{i + 1}" for i in range(entry.joint_count)]
+    sim_arm(tier, model=model, command_type=output)
+    node = PolicyNode(tier, sim, model=model, output_type=output, max_actions=24)
+    actions = tier.probe.listen(OUTPUTS[output], "action")
+    grippers = tier.probe.listen(OUTPUTS[output], "gripper_command")
+    chunks = tier.probe.listen(JointTrajectory, "sequence_ai/chunk")
+    node.bring_up()
+    node.start_episode()
+    assert node.episode_end(1)["last.reason"] == "completed"
+
+    def moving(messages: list[Any]) -> int:
+        return sum(1 for m in messages if any(_check(output, m, joints, hz, velocity)))
+
+    if velocity:  # the end's zero hold is the last message
+        wait_for(lambda: (m := actions.snapshot()) and moving(m) == 24 and moving(m[-1:]) == 0)
+    else:
+        actions.wait_count(24)
+        time.sleep(0.5)  # room for a command after the last target to arrive, if one were sent
+    received = actions.snapshot()
+    values = [_check(output, m, joints, hz, velocity) for m in received]
+    assert all(math.isfinite(v) for row in values for v in row)
+    if velocity:  # 24 actions, then zeros (plus a zero hold per underrun on a loaded machine)
+        assert sum(1 for row in values if any(row)) == 24 and not any(values[-1])
+    else:  # absolute: exactly the 24 targets, no hold after them (the last target holds)
+        assert len(received) == 24
+        # targets follow the reference trajectory: small steps, never a jump
+        assert (
+            max(
+                abs(a - b) for r, s in itertools.pairwise(values) for a, b in zip(r, s, strict=True)
+            )
+            < 0.2
+        )
+    assert all(0.0 <= _gripper(output, m) <= 1.0 for m in grippers.wait_count(24))
+    # Never faster than the chunk's rate (a loaded machine can only make it slower).
+    times = actions.times[:24]
+    assert times[-1] - times[0] >= 0.9 * 23 / hz
+    chunk = chunks.wait_count(1)[0]
+    assert list(chunk.joint_names) == [*joints, "gripper"]
+    steps = [_seconds(p.time_from_start) for p in chunk.points]
+    assert len(steps) == entry.action_horizon
+    assert all(math.isclose(b - a, 1.0 / hz, abs_tol=1e-6) for a, b in itertools.pairwise(steps))
+    field = "velocities" if velocity else "positions"
+    assert all(len(getattr(p, field)) == len(joints) + 1 for p in chunk.points)
+
+
+@pytest.mark.parametrize("image_format", ["raw", "compressed"])
+def test_images_and_the_instruction_reach_the_gateway(
+    tier: Tier, sim: GatewaySimulator, image_format: str
+) -> None:
+    sim_arm(tier, image_format=image_format)
+    node = PolicyNode(tier, sim, max_actions=8, compressed=image_format == "compressed")
+    instruction = tier.probe.publisher(String, "instruction", LATCHED)
+    instruction.publish(String(data="stack the cups"))
+    node.bring_up()
+    wait_for(lambda: instruction.get_subscription_count() >= 1, what="the instruction subscriber")
+    node.start_episode()
+    assert node.episode_end(1)["last.reason"] == "completed"
+    observations = [r["observation"] for r in sim.received]
+    assert observations
+    for observation in observations:
+        assert observation["instruction"] == "stack the cups"
+        views = sorted(image["view"] for image in observation["images"])
+        assert views == ["exterior_1", "wrist_left"]
+        assert len(observation["proprioception"]["joint_positions"]) == 7
+        assert 0.0 <= observation["proprioception"]["gripper"] <= 1.0
