@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rclpy.qos import qos_profile_sensor_data
 from realros import Tier, tier, wait_for
 from realros.nodes import PolicyNode, sim_arm
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -100,8 +100,7 @@ def test_velocities_at_every_tick_are_refused_on_configure_naming_the_parameter(
     assert not node.transition("configure")
     assert node.state() == "unconfigured"
     wait_for(
-        lambda: "allow_nonzero_velocity_at_trajectory_end: true on the controller"
-        in node.output(),
+        lambda: "allow_nonzero_velocity_at_trajectory_end: true on the controller" in node.output(),
         what="the configure error naming the controller parameter",
     )
     errors = [line for line in node.output().splitlines() if "[ERROR]" in line]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import humble_messages as messages
 import numpy as np
 import pytest
-import humble_messages as messages
 
 from sequence_ai_core.sim.controlled import ControlledJoints
 from sequence_ai_core.sim.controllers import humble_defaults, jazzy_defaults, validate_trajectory

@@ -186,7 +186,7 @@ def test_a_typed_error_ends_the_run_with_its_outcome_and_holds_once(clean_env: o
     assert isinstance(outcome.error, OutOfCredit)
     # one hold for the end; a refill late on a loaded machine adds one per stall, never two
     # in a row (a run that ends inside a stall is already held)
-    assert 1 <= robot.holds and outcome.stalls <= robot.holds <= outcome.stalls + 1
+    assert robot.holds >= 1 and outcome.stalls <= robot.holds <= outcome.stalls + 1
     assert outcome.actions == len(robot.acted) > 0
     assert "raised:OutOfCredit" in repr(outcome)
 
@@ -202,7 +202,7 @@ def test_mid_run_warming_stops_the_run(sim: GatewaySimulator, policy: Policy) ->
 
     outcome = run(policy, robot, max_actions=500, on_chunk=on_chunk, startup_timeout_s=30.0)
     assert outcome.reason == "raised:Unavailable"
-    assert 1 <= robot.holds and outcome.stalls <= robot.holds <= outcome.stalls + 1
+    assert robot.holds >= 1 and outcome.stalls <= robot.holds <= outcome.stalls + 1
     assert 0 < outcome.actions < 500
 
 
