@@ -230,10 +230,12 @@ class NodeIO:
         safety: SafetyChecks,
         period_s: float,
         tick: Any = None,
+        remaining: int | None = None,
     ) -> str | None:
         """Check and publish one action; the reason it was refused, or None. With
         ``trajectory_mode=chunk`` the engine's ``tick`` says which chunk plays: its remaining
-        steps go out once, as one trajectory, each checked like a single action first."""
+        steps go out once, as one trajectory, each checked like a single action first, and
+        no more of them than the ``remaining`` actions of the episode (this one included)."""
         max_age = self.config.max_observation_age_s
         measured = self.inputs.measured_arm(max_age)
         previous = self.last_action
@@ -260,7 +262,7 @@ class NodeIO:
             period_s=period_s,
         )
         if self.streams_chunks and tick is not None:
-            problem = self._stream(tick, action, space, safety, measured, period_s)
+            problem = self._stream(tick, action, space, safety, measured, period_s, remaining)
         else:
             problem = self._publish(command, period_s)
         if problem is None:
@@ -279,6 +281,7 @@ class NodeIO:
         safety: SafetyChecks,
         measured: FloatArray | None,
         period_s: float,
+        remaining: int | None = None,
     ) -> str | None:
         """Publish the rest of the playing chunk when it is new to the controller."""
         current = getattr(self.node.engine, "current_chunk", None)
@@ -286,6 +289,10 @@ class NodeIO:
             return None  # the controller is already playing this chunk's trajectory
         chunk, anchor = current
         steps = np.array(chunk.steps[tick.step_index :], dtype=np.float64)
+        if remaining is not None:
+            # An absolute episode ends on its last target without a hold: the controller
+            # would play whatever steps past max_actions the trajectory still carried.
+            steps = steps[: max(1, remaining)]
         steps[0] = action  # what the engine plays now (and what play() checked)
         problem = traj.check_steps(steps[1:], action, safety.check)
         if problem:

@@ -331,7 +331,10 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if tick.new_chunk:
             io.publish_chunk(engine)
         if tick.kind == "action" and tick.action is not None:
-            problem = io.play(tick.action, engine.action_space or "", safety, period, tick)
+            remaining = self.episodes.max_actions - self.episodes.actions
+            problem = io.play(
+                tick.action, engine.action_space or "", safety, period, tick, remaining
+            )
             if problem:
                 self.stop_episode("validate", detail=problem)
             elif self.episodes.count_action():

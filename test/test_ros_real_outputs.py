@@ -1,6 +1,7 @@
 """Real rclpy: what the node publishes, field by field, at the chunk's rate, and what it reads.
 
-The three output types with the gripper split off, ~/chunk, raw Image and CompressedImage
+The three output types with the gripper split off (joint_trajectory one point per tick, and
+the default rest-of-the-chunk trajectories), ~/chunk, raw Image and CompressedImage
 inputs, the instruction topic, and the end of a completed absolute episode.
 """
 
@@ -84,7 +85,14 @@ def test_output_fields_gripper_split_and_chunk_at_the_chunk_rate(
     velocity, hz = entry.action_space == "joint_velocity", entry.control_hz
     joints = [f"joint_{i + 1}" for i in range(entry.joint_count)]
     sim_arm(tier, model=model, command_type=output)
-    node = PolicyNode(tier, sim, model=model, output_type=output, max_actions=24)
+    # One point per tick, with velocities (a controller that allows a moving end, as
+    # Humble's does); the default chunk trajectories are checked below.
+    mode = (
+        {"trajectory_mode": "point", "trajectory_velocities": True,
+         "allow_nonzero_velocity_at_trajectory_end": True}
+        if output == "joint_trajectory" else {}
+    )  # fmt: skip
+    node = PolicyNode(tier, sim, model=model, output_type=output, max_actions=24, **mode)
     actions = tier.probe.listen(OUTPUTS[output], "action")
     grippers = tier.probe.listen(OUTPUTS[output], "gripper_command")
     chunks = tier.probe.listen(JointTrajectory, "sequence_ai/chunk")
@@ -125,6 +133,80 @@ def test_output_fields_gripper_split_and_chunk_at_the_chunk_rate(
     assert all(math.isclose(b - a, 1.0 / hz, abs_tol=1e-6) for a, b in itertools.pairwise(steps))
     field = "velocities" if velocity else "positions"
     assert all(len(getattr(p, field)) == len(joints) + 1 for p in chunk.points)
+
+
+def _check_trajectory(msg: Any, names: list[str], hz: float) -> list[float]:
+    """The times of one chunk trajectory (trajectory_mode chunk), after checking its fields:
+    positions only, one period apart, the first target one period after the stamp (or a
+    point at 0 carrying on from the trajectory before it)."""
+    assert list(msg.joint_names) == names and len(msg.points) > 0
+    assert all(len(p.positions) == len(names) and not p.velocities for p in msg.points)
+    assert all(math.isfinite(v) for p in msg.points for v in p.positions)
+    times = [_seconds(p.time_from_start) for p in msg.points]
+    ahead = [t for t in times if t > 0.0]
+    assert len(times) - len(ahead) <= 1 and times[0] == min(times)
+    assert math.isclose(ahead[0], 1.0 / hz, abs_tol=1e-6)
+    assert all(math.isclose(b - a, 1.0 / hz, abs_tol=1e-6) for a, b in itertools.pairwise(ahead))
+    return times
+
+
+@pytest.mark.parametrize("model", ["pi05-droid", "lingbot-vla-v2-6b", "lingbot-va-5b"])
+def test_default_joint_trajectory_is_the_rest_of_the_chunk(
+    tier: Tier, sim: GatewaySimulator, model: str
+) -> None:
+    """trajectory_mode chunk (the default): one trajectory per chunk, not one per tick, with
+    the gripper's in step; a velocity model's end is the one-point zero hold."""
+    entry = find_model(model)
+    assert entry is not None
+    velocity, hz = entry.action_space == "joint_velocity", entry.control_hz
+    joints = [f"joint_{i + 1}" for i in range(entry.joint_count)]
+    sim_arm(tier, model=model, command_type="joint_trajectory")
+    node = PolicyNode(tier, sim, model=model, output_type="joint_trajectory", max_actions=24)
+    actions = tier.probe.listen(JointTrajectory, "action")
+    grippers = tier.probe.listen(JointTrajectory, "gripper_command")
+    node.bring_up()
+    node.start_episode()
+    assert node.episode_end(1)["last.reason"] == "completed"
+    if velocity:
+        hold = wait_for(lambda: (m := actions.snapshot()[-1]) and len(m.points) == 1 and m)
+        assert list(hold.points[0].velocities) == [0.0] * len(joints)
+        time.sleep(0.5)  # nothing after the hold
+        received = actions.snapshot()
+        assert received[-1] is hold
+        trajectories = received[:-1]
+    else:
+        wait_for(lambda: len(actions) >= 2, what="two chunk trajectories")
+        time.sleep(0.5)  # room for a message after the last target, if one were sent
+        trajectories = actions.snapshot()
+    # 24 actions from chunks of 15-16 steps: a few trajectories, far fewer than 24 messages
+    assert 2 <= len(trajectories) < 24
+    assert all(len(m.points) <= entry.action_horizon + 1 for m in trajectories)
+    assert sum(len(m.points) for m in trajectories) >= 24  # every played action was in one
+    for msg in trajectories:
+        _check_trajectory(msg, joints, hz)
+    for arm, grip in zip(trajectories, grippers.wait_count(len(trajectories)), strict=False):
+        times = [_seconds(p.time_from_start) for p in grip.points]
+        assert times == _check_trajectory(arm, joints, hz)
+        assert all(0.0 <= p.positions[0] <= 1.0 for p in grip.points)
+
+
+def test_a_chunk_trajectory_carries_no_step_past_max_actions(
+    tier: Tier, sim: GatewaySimulator
+) -> None:
+    """An absolute episode ends on its last target, without a hold: a trajectory with steps
+    past max_actions would have the controller play them after the episode completed."""
+    sim_arm(tier, model="lingbot-va-5b", command_type="joint_trajectory")
+    node = PolicyNode(
+        tier, sim, model="lingbot-va-5b", output_type="joint_trajectory", max_actions=5
+    )
+    actions = tier.probe.listen(JointTrajectory, "action")
+    node.bring_up()
+    node.start_episode()
+    assert node.episode_end(1)["last.reason"] == "completed"
+    first = actions.wait_count(1)[0]
+    time.sleep(0.5)
+    assert len(first.points) == 5  # the chunk has 16 steps
+    assert all(len(m.points) <= 5 for m in actions.snapshot())
 
 
 @pytest.mark.parametrize("image_format", ["raw", "compressed"])

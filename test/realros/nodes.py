@@ -185,7 +185,9 @@ def sim_arm(
     model: str = "pi05-droid",
     image_format: str = "compressed",
     camera_hz: float = 10.0,
+    controller: str = "none",
 ) -> RosProcess:
+    """``controller``: the ros2_control controller model in front of the joints (sim_arm_node)."""
     return tier.start(
         "sequence_ai_ros.sim_arm_node",
         "sim_arm",
@@ -194,6 +196,7 @@ def sim_arm(
             "command_type": command_type,
             "image_format": image_format,
             "camera_hz": camera_hz,
+            "controller": controller,
         },
         remaps={"command": "action"},
     )
