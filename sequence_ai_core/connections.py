@@ -10,6 +10,7 @@ import math
 import os
 import ssl
 import urllib.request
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpcore
@@ -119,16 +120,16 @@ def build_pool(
 ) -> httpcore.ConnectionPool:
     """A pool whose sockets obey each request's deadline, through the environment's proxy
     for ``base_url`` if it sets one."""
-    backend = GuardedBackend()
+    pool: dict[str, Any] = {
+        "ssl_context": ssl_context,
+        "max_connections": max_connections,
+        "max_keepalive_connections": max_connections,
+        "keepalive_expiry": keepalive_expiry_s,
+        "network_backend": GuardedBackend(),
+    }
     proxy = proxy_for(base_url, loopback=loopback)
     if proxy is None:
-        return httpcore.ConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=keepalive_expiry_s,
-            network_backend=backend,
-        )
+        return httpcore.ConnectionPool(**pool)
     scheme = urlsplit(proxy).scheme.lower()
     shown = _without_credentials(proxy)
     if scheme.startswith("socks"):
@@ -138,24 +139,9 @@ def build_pool(
                 "(ALL_PROXY/HTTPS_PROXY), which needs `pip install 'httpx[socks]'`; "
                 "or unset the variable, or add the host to NO_PROXY"
             )
-        return httpcore.SOCKSProxy(
-            proxy_url=proxy,
-            ssl_context=ssl_context,
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=keepalive_expiry_s,
-            network_backend=backend,
-        )
+        return httpcore.SOCKSProxy(proxy_url=proxy, **pool)
     if scheme not in ("http", "https"):
         raise ConfigurationError(f"proxy {shown} has an unsupported scheme {scheme!r}")
     parts = urlsplit(proxy)
     auth = (parts.username or "", parts.password or "") if parts.username else None
-    return httpcore.HTTPProxy(
-        proxy_url=shown,
-        proxy_auth=auth,
-        ssl_context=ssl_context,
-        max_connections=max_connections,
-        max_keepalive_connections=max_connections,
-        keepalive_expiry=keepalive_expiry_s,
-        network_backend=backend,
-    )
+    return httpcore.HTTPProxy(proxy_url=shown, proxy_auth=auth, **pool)
