@@ -92,7 +92,7 @@ class EmaPrefetch:
         if self._future is None and (not self._buffer or buffered_s <= lead):
             observation = observe()
             if observation is not None:
-                self._future = self._pool.submit(self._policy._fetch, observation, {})
+                self._future = self._pool.submit(self._policy.fetch, observation, {})
                 self._started_at = now
                 self.requests += 1
         return result

@@ -5,7 +5,7 @@ array, ``json.loads`` plus ``np.asarray``, a sleep-to-deadline loop), so the tab
 much the engine's bookkeeping and validation add, not how fast this machine is.
 
 The tick and memory parts feed the engine from an in-memory chunk source (the engine's
-``PolicyLike`` interface: ``_fetch`` returns a chunk parsed by ``wire.parse_prediction`` from
+``ChunkSource`` protocol: ``fetch`` returns a chunk parsed by ``wire.parse_prediction`` from
 a simulator-made body), so HTTP and the in-process simulator neither cost CPU on the
 measured thread nor allocate memory that tracemalloc would count.
 """
@@ -31,6 +31,7 @@ from sequence_ai_core.runner import drive
 from sequence_ai_core.sim import CATALOGUE, SimModel, SimulatedArm
 from sequence_ai_core.sim.catalogue import reference_chunk
 from sequence_ai_core.sim.responses import act_body
+from sequence_ai_core.source import DriverGuard
 from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Prediction
 from sequence_ai_core.wire import parse_prediction
 
@@ -45,16 +46,17 @@ def chunk_body(model: SimModel, steps: int) -> bytes:
     return json.dumps(body).encode()
 
 
-class ChunkSource:
-    """Answers every ``_fetch`` with a freshly parsed copy of one chunk body."""
+class ParsedChunks:
+    """Answers every ``fetch`` with a freshly parsed copy of one chunk body."""
 
     control_hz: float | None = None
 
     def __init__(self, body: bytes) -> None:
         self._body = json.loads(body)
         self.fetches = 0
+        self.guard = DriverGuard("bench")
 
-    def _fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
+    def fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
         self.fetches += 1
         return parse_prediction(self._body, request_id="r-bench", latency_s=0.0)
 
@@ -73,14 +75,14 @@ def _cpu_and_wall(loop: Callable[[], int]) -> tuple[float, float, int]:
 
 def tick_cost(ticks: int) -> dict[str, tuple[float, float]]:
     """Per-tick CPU and wall time of the engine with a pre-filled plan, and of the floor."""
-    source = ChunkSource(chunk_body(MODEL, ticks + 64))
+    source = ParsedChunks(chunk_body(MODEL, ticks + 64))
     obs = _observation()
     engine = PlaybackEngine(source, EngineConfig())
     period = 1.0 / MODEL.control_hz
     now = 0.0
     while engine.tick(now, lambda: obs).kind != "action":  # first chunk arrives
         engine.wait_any(0.1)
-    steps = np.array(source._fetch(obs, {}).action_chunk.steps)
+    steps = np.array(source.fetch(obs, {}).action_chunk.steps)
 
     def engine_loop() -> int:
         for i in range(1, ticks + 1):
@@ -260,7 +262,7 @@ def memory_over_chunks(chunks: int, steps_per_chunk: int = 2) -> list[tuple[int,
     The engine keeps its latency and staleness samples in windows of 10,000, so memory may
     grow until those are full and must be flat after: run at least twice that long.
     """
-    source = ChunkSource(chunk_body(MODEL, steps_per_chunk))
+    source = ParsedChunks(chunk_body(MODEL, steps_per_chunk))
     obs = _observation()
     played = 0
 

@@ -19,6 +19,7 @@ from .frames import RawFrame
 from .images import encode_image
 from .outcome import RunOutcome
 from .policy import Policy, connect
+from .source import ChunkSource, DriverGuard
 from .types import ActionChunk, ImageFrame, Model, Observation, Prediction, Proprioception
 
 # A library does not print: without this, Python's last-resort handler writes every warning
@@ -30,6 +31,8 @@ __all__ = [
     "ActionChunk",
     "AuthError",
     "ChunkExhausted",
+    "ChunkSource",
+    "DriverGuard",
     "EngineConfig",
     "ImageFrame",
     "InvalidRequest",

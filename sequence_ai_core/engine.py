@@ -2,7 +2,7 @@
 
 One engine, two drivers: ``Policy.run()`` (``runner.run_policy``, a blocking loop) and the
 ROS node's timer both call ``PlaybackEngine.tick(now, observe)`` once per control period.
-``tick`` never sleeps; HTTP runs on a few worker threads (``policy._fetch``), while
+``tick`` never sleeps; HTTP runs on a few worker threads (``source.fetch``), while
 ``observe`` and everything handed to the caller stay on the caller's thread.
 
 The plan (``plan.ChunkPlan``): step *i* of a chunk is due at ``anchor + i/hz`` and a tick
@@ -29,18 +29,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Executor, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, PolicyLike, Tick
+from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, Tick
 from .errors import InvalidRequest, InvalidResponse, SequencesError
 from .load import LoadMonitor
 from .outcome import RunOutcome
 from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared, checked_period, prepare
 from .retries import RetryPolicy
+from .source import ChunkSource
 from .stats import PlaybackStats
 from .timing import RefillTiming, startup_refill_due
 from .types import ActionChunk, Observation, Prediction
@@ -57,24 +58,31 @@ __all__ = [
     "FRESHNESS",
     "EngineConfig",
     "PlaybackEngine",
-    "PolicyLike",
     "Tick",
 ]
 
 
 class PlaybackEngine:
-    """Tick-driven chunk playback with just-in-time, pipelined refills. See module docs."""
+    """Tick-driven chunk playback with just-in-time, pipelined refills. See module docs.
+
+    An open engine is its source's driver (``source.DriverGuard``): constructing one while
+    another driver holds the source raises ``SequencesError``; ``close()`` lets go.
+    ``executor`` runs the requests (default: ``max_in_flight`` worker threads, created on
+    the first request); one given is the caller's to shut down.
+    """
 
     def __init__(
         self,
-        policy: PolicyLike,
+        source: ChunkSource,
         config: EngineConfig | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
         on_chunk: Callable[[Prediction], None] | None = None,
         on_underrun: Callable[[float], None] | None = None,
+        executor: Executor | None = None,
     ) -> None:
-        self._policy = policy
+        source.guard.claim(self)  # first: nothing is set up for a driver that is refused
+        self._source = source
         self.config = config if config is not None else EngineConfig()
         self._clock = clock
         self._on_chunk = on_chunk
@@ -97,7 +105,8 @@ class PlaybackEngine:
         self._retry = RetryPolicy(self.config.startup_timeout_s, self._load)
         self._last_start_at = -math.inf
         self._error: SequencesError | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: Executor | None = executor
+        self._owns_executor = executor is None
         self._closed = False
         self._arrived = False  # a request in flight completed since the last harvest
         #: (projected plan end, lead): the next refill is due once less than the lead is left
@@ -229,9 +238,10 @@ class PlaybackEngine:
         for request in self._requests:
             request.future.cancel()
         self._requests.clear()
-        if self._executor is not None:
+        if self._executor is not None and self._owns_executor:
             self._executor.shutdown(wait=wait, cancel_futures=True)
-            self._executor = None
+        self._executor = None
+        self._source.guard.release(self)
 
     def __enter__(self) -> PlaybackEngine:
         return self
@@ -399,7 +409,7 @@ class PlaybackEngine:
     def _fetch(self, observation: Observation) -> Prepared:
         """On a worker: the request (its body, images included, is built there) and the
         chunk's copy and checks, so that the control thread only plays it."""
-        return prepare(self._policy._fetch(observation, self._options))
+        return prepare(self._source.fetch(observation, self._options))
 
     def _note_arrival(self, future: Future[Prepared]) -> None:
         self._arrived = True  # a plain store: atomic under the GIL, read by the next tick

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from .types import FloatArray, Observation, Prediction
+from .types import FloatArray
 
 #: Enough to sustain 0.50 s chunks at a 0.79 s refill, with headroom for a p99 of 2x median.
 #: A ceiling, not a target: at the round-trip lag the request rate does not depend on it,
@@ -18,14 +18,6 @@ DEFAULT_MAX_IN_FLIGHT = 3
 #: or the smallest sustainable lag (fresher plans for more requests).
 FRESHNESS = ("round_trip", "fresh")
 DEFAULT_FRESHNESS = "round_trip"
-
-
-class PolicyLike(Protocol):
-    """What the engine needs from ``Policy``."""
-
-    control_hz: float | None
-
-    def _fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction: ...
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import ssl
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ from .engine_config import DEFAULT_FRESHNESS, DEFAULT_MAX_IN_FLIGHT
 from .errors import AuthError, ChunkExhausted, InvalidRequest, InvalidResponse, SequencesError
 from .limits import CONTROL_HZ_TOLERANCE, MAX_CONTROL_HZ, MIN_CONTROL_HZ
 from .runner import DEFAULT_STALL_TIMEOUT_S, run_policy
+from .source import DriverGuard
 from .transport import Transport, VerifyArg, resolve_base_url
 from .types import FloatArray, Model, Observation, Prediction, full_model_id
 from .wire import encode_act_request, parse_models, parse_prediction
@@ -47,9 +47,8 @@ class Policy:
         self._buffer: deque[FloatArray] = deque()
         self._model_info: Model | None = None
         self._describe_lock = threading.Lock()
-        self._guard_lock = threading.Lock()
-        self._driver: int | None = None
-        self._depth = 0
+        #: One driver at a time (``source``): threads, ``run()`` and engines all take it.
+        self.guard = DriverGuard(f"Policy for {self.model}")
         #: Set by ``close()``: a run paced on another thread wakes and ends at once.
         self.closed_event = threading.Event()
 
@@ -93,32 +92,11 @@ class Policy:
     def requests_sent(self) -> int:
         return self._transport.requests_sent
 
-    # ------------------------------------------------------------------ one-driver guard
-
-    @contextlib.contextmanager
-    def _driving(self) -> Iterator[None]:
-        """Mark the calling thread as this handle's driver; re-entrant on the same thread."""
-        me = threading.get_ident()
-        with self._guard_lock:
-            if self._driver is not None and self._driver != me:
-                raise SequencesError(
-                    f"Policy for {self.model} is already driven by another thread; "
-                    "use one Policy per control loop"
-                )
-            self._driver = me
-            self._depth += 1
-        try:
-            yield
-        finally:
-            with self._guard_lock:
-                self._depth -= 1
-                if self._depth == 0:
-                    self._driver = None
-
     # ------------------------------------------------------------------ requests
 
-    def _fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
-        """One POST /v1/act. Thread-safe and unguarded: the engine calls it from workers."""
+    def fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
+        """One POST /v1/act (``ChunkSource``). Thread-safe and unguarded: the engine calls it
+        from its workers while it holds the guard; ``predict`` is the guarded call."""
         self._check_open()
         if not self._transport.has_key:  # the gateway would answer 401 without saying where
             raise AuthError(missing_key_message())
@@ -188,8 +166,8 @@ class Policy:
 
     def predict(self, observation: Observation, **options: Any) -> Prediction:
         """Ask the model for one action chunk."""
-        with self._driving():
-            return self._fetch(observation, options)
+        with self.guard.driving():
+            return self.fetch(observation, options)
 
     def next_action(self, observation: Observation | None = None, **options: Any) -> FloatArray:
         """Pop the next buffered action; refill from ``observation`` when the buffer is empty.
@@ -197,7 +175,7 @@ class Policy:
         This is the simple loop (it stops the arm while each refill is in flight); ``run()``
         keeps it moving with prefetch.
         """
-        with self._driving():
+        with self.guard.driving():
             self._check_open()
             if not self._buffer:
                 if observation is None:
@@ -205,7 +183,7 @@ class Policy:
                         "action buffer is empty and no observation was given; "
                         "pass observation= on every call"
                     )
-                prediction = self._fetch(observation, options)
+                prediction = self.fetch(observation, options)
                 self._buffer.extend(prediction.action_chunk.steps)
             return self._buffer.popleft()
 

@@ -36,12 +36,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from .engine import DEFAULT_MAX_IN_FLIGHT, EngineConfig, PlaybackEngine, PolicyLike, Tick
+from .engine import DEFAULT_MAX_IN_FLIGHT, EngineConfig, PlaybackEngine, Tick
 from .engine_config import DEFAULT_FRESHNESS
 from .errors import SequencesError
 from .outcome import RunOutcome
+from .source import ChunkSource
 from .stops import StopState, hold_on_sigterm, interruptible, refusal
-from .types import FloatArray, Observation, Prediction
+from .types import FloatArray, Model, Observation, Prediction
 
 #: Poll interval while waiting for the first chunk (the rate is not known yet).
 WAITING_POLL_S = 0.005
@@ -67,18 +68,25 @@ class Player(Protocol):
     def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome: ...
 
 
-class GuardedPolicy(PolicyLike, Protocol):
-    closed_event: threading.Event
+class RunnableSource(ChunkSource, Protocol):
+    """What ``run_policy`` needs beyond a ``ChunkSource``: ``Policy`` is one."""
 
-    def _driving(self) -> Any: ...
+    @property
+    def closed_event(self) -> threading.Event:
+        """Set when the source closes: a run paced on another thread wakes and ends."""
 
-    def check_observation(self, observation: Observation) -> None: ...
+    def check_observation(self, observation: Observation) -> None:
+        """Raise ``InvalidRequest`` for an observation the model cannot take."""
 
-    def cancel_requests(self) -> int: ...
+    def cancel_requests(self) -> int:
+        """Abort the requests in flight; the source stays open."""
+
+    def describe(self) -> Model:
+        """The model's catalogue entry (its chunk length and rate pace the first ticks)."""
 
 
 def run_policy(
-    policy: GuardedPolicy,
+    policy: RunnableSource,
     observe: Callable[[], Observation | None],
     act: Callable[[FloatArray], None],
     *,
@@ -117,43 +125,43 @@ def run_policy(
         raise TypeError(f"options must be a mapping of model options, got {options!r}")
     if validate is None:
         _warn_unvalidated()
-    with policy._driving():  # first: a second driver is refused before anything is sent
-        config = EngineConfig(  # checks the arguments before any I/O
-            prefetch=prefetch,
-            max_in_flight=max_in_flight,
-            smooth_seam=smooth_seam,
-            freshness=freshness,
-            startup_timeout_s=startup_timeout_s,
-            control_hz=policy.control_hz,
-            options=dict(options or {}),
-        )
-        covers_s, period_s = _catalogue_timing(policy)
-        if prefetch:
-            config = replace(config, expected_covers_s=covers_s)
-        engine = PlaybackEngine(policy, config, on_chunk=on_chunk, on_underrun=on_underrun)
+    config = EngineConfig(  # checks the arguments before any I/O
+        prefetch=prefetch,
+        max_in_flight=max_in_flight,
+        smooth_seam=smooth_seam,
+        freshness=freshness,
+        startup_timeout_s=startup_timeout_s,
+        control_hz=policy.control_hz,
+        options=dict(options or {}),
+    )
+    covers_s, period_s = _catalogue_timing(policy)
+    if prefetch:
+        config = replace(config, expected_covers_s=covers_s)
+    # the engine takes the one-driver guard: a second driver is refused before any act request
+    engine = PlaybackEngine(policy, config, on_chunk=on_chunk, on_underrun=on_underrun)
 
-        def observe_checked() -> Observation | None:
-            observation = observe()
-            if observation is not None:
-                policy.check_observation(observation)
-            return observation
+    def observe_checked() -> Observation | None:
+        observation = observe()
+        if observation is not None:
+            policy.check_observation(observation)
+        return observation
 
-        try:
-            with hold_on_sigterm():
-                return drive(
-                    engine,
-                    observe_checked,
-                    act,
-                    max_actions=max_actions,
-                    validate=validate,
-                    hold=hold,
-                    period_hint_s=period_s,
-                    stall_timeout_s=stall_timeout_s,
-                    stop_event=policy.closed_event,
-                )
-        finally:
-            policy.cancel_requests()  # nothing in flight outlives the run
-            engine.close()
+    try:
+        with hold_on_sigterm():
+            return drive(
+                engine,
+                observe_checked,
+                act,
+                max_actions=max_actions,
+                validate=validate,
+                hold=hold,
+                period_hint_s=period_s,
+                stall_timeout_s=stall_timeout_s,
+                stop_event=policy.closed_event,
+            )
+    finally:
+        policy.cancel_requests()  # nothing in flight outlives the run
+        engine.close()
 
 
 def drive(
@@ -248,15 +256,12 @@ class _Pacer:
             self._n = math.floor((now - self._t0) / self._period)
 
 
-def _catalogue_timing(policy: GuardedPolicy) -> tuple[float | None, float | None]:
+def _catalogue_timing(policy: RunnableSource) -> tuple[float | None, float | None]:
     """(seconds a chunk covers, control period) from the catalogue; (None, None) when it
     cannot be read: the first chunk will tell, at the cost of a stall at the first seam for
     chunks shorter than the round trip."""
-    describe = getattr(policy, "describe", None)
-    if describe is None:
-        return None, None
     try:
-        entry = describe()
+        entry = policy.describe()
         covers, hz = float(entry.covers_seconds), float(policy.control_hz or entry.control_hz)
     except SequencesError:
         return None, None

@@ -12,7 +12,7 @@ i/hz), so ``now - value`` is how far behind the plan plays.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy as np
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.errors import SequencesError
 from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.source import DriverGuard
 from sequence_ai_core.types import ActionChunk, Observation, Prediction, Proprioception
 
 LATENCY_S = 0.79
@@ -35,7 +36,7 @@ class Clock:
 
 
 @dataclass
-class ClockGateway:
+class ClockGateway(Executor):
     clock: Clock
     workers: int = 64
     service: Callable[[int], float] = lambda n: LATENCY_S
@@ -47,9 +48,10 @@ class ClockGateway:
     _slots: list[float] = field(default_factory=list)
     _queued: list[tuple[float, Future[Any], Any]] = field(default_factory=list)
 
-    def submit(self, fn: Any, observation: Observation) -> Future[Any]:
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
         """Like ``ThreadPoolExecutor.submit(fn, observation)``: ``fn`` (the engine's worker
         task) runs when the answer is due, and its policy is handed the answer to return."""
+        (observation,) = args
         n, now = self.requests, self.clock.now
         self.requests += 1
         future: Future[Any] = Future()
@@ -116,7 +118,10 @@ class NoHttp:
 
     control_hz: float | None = None
 
-    def _fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
+    def __init__(self) -> None:
+        self.guard = DriverGuard("NoHttp")
+
+    def fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
         return ANSWERS.pop(id(observation))
 
 
@@ -163,9 +168,11 @@ def robot(
     gateway: ClockGateway, hz: float, steps: int, space: str = "joint_absolute", **config: Any
 ) -> Robot:
     engine = PlaybackEngine(
-        NoHttp(), EngineConfig(expected_covers_s=steps / hz, **config), clock=gateway.clock
+        NoHttp(),
+        EngineConfig(expected_covers_s=steps / hz, **config),
+        clock=gateway.clock,
+        executor=gateway,
     )
-    engine._executor = gateway  # type: ignore[assignment]
     return Robot(engine, hz, steps, space, gateway.clock)
 
 

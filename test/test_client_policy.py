@@ -90,7 +90,7 @@ def test_request_carries_model_observation_and_options(
 
 def test_concurrent_fetches_from_worker_threads(sim: GatewaySimulator, policy: Policy) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda _: policy._fetch(observation(), {}), range(12)))
+        results = list(pool.map(lambda _: policy.fetch(observation(), {}), range(12)))
     assert len({r.request_id for r in results}) == 12
     assert policy.requests_sent == 12
     stats = sim.stats()
@@ -135,7 +135,7 @@ def test_second_thread_is_refused_while_another_drives(policy: Policy) -> None:
     errors: list[BaseException] = []
 
     def drive() -> None:
-        with policy._driving():
+        with policy.guard.driving():
             entered.set()
             release.wait(10)
 
@@ -159,7 +159,7 @@ def test_second_thread_is_refused_while_another_drives(policy: Policy) -> None:
 
 
 def test_same_thread_may_reenter_the_guard(policy: Policy) -> None:
-    with policy._driving(), policy._driving():
+    with policy.guard.driving(), policy.guard.driving():
         policy.predict(observation())
     assert policy.requests_sent == 1
 
@@ -172,7 +172,7 @@ def test_close_is_idempotent_and_later_calls_raise(sim: GatewaySimulator) -> Non
     for call in (
         lambda: handle.predict(observation()),
         lambda: handle.next_action(observation()),
-        lambda: handle._fetch(observation(), {}),
+        lambda: handle.fetch(observation(), {}),
         handle.describe,
     ):
         with pytest.raises(SequencesError, match="closed"):
@@ -189,7 +189,7 @@ def test_close_under_an_in_flight_fetch_reports_closed(sim: GatewaySimulator) ->
 
     def fetch() -> None:
         try:
-            outcome.append(handle._fetch(observation(), {}))
+            outcome.append(handle.fetch(observation(), {}))
         except SequencesError as exc:
             outcome.append(exc)
 

@@ -21,6 +21,7 @@ from sequence_ai_core.errors import InvalidResponse
 from sequence_ai_core.plan import ChunkPlan, prepare
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.sim import Fault, GatewaySimulator, SimModel
+from sequence_ai_core.source import DriverGuard
 from sequence_ai_core.types import ActionChunk, FloatArray, Observation, Prediction, Proprioception
 
 HANG_GUARD_S = 10.0
@@ -246,8 +247,9 @@ class _BypassingPolicy:
 
     def __init__(self, chunks: list[ActionChunk]) -> None:
         self._chunks = chunks
+        self.guard = DriverGuard("bypassing")
 
-    def _fetch(self, observation: Observation, options: object) -> Prediction:
+    def fetch(self, observation: Observation, options: object) -> Prediction:
         return Prediction(id="p", model="m", action_chunk=self._chunks.pop(0))
 
 

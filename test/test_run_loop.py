@@ -13,6 +13,7 @@ import pytest
 from conftest import TEST_KEY
 
 from sequence_ai_core import runner
+from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.errors import InvalidRequest, OutOfCredit, SequencesError
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
@@ -232,6 +233,44 @@ def test_a_second_thread_driving_the_same_policy_is_refused_at_once(policy: Poli
     other.join(10)
     assert len(errors) == 1 and "another thread" in str(errors[0])
     assert outcome.reason == "completed" and robot.acted == []
+
+
+def test_a_public_engine_and_a_run_on_one_policy_refuse_each_other(policy: Policy) -> None:
+    """One buffer, two loops: the 0.1.0 client let both play and report success."""
+    robot = Robot()
+    inside, release = threading.Event(), threading.Event()
+    refused: list[BaseException] = []
+
+    def act(action: FloatArray) -> None:
+        inside.set()
+        release.wait(10)
+
+    def engine_on_another_thread() -> None:
+        inside.wait(10)
+        try:
+            PlaybackEngine(policy, EngineConfig())
+        except SequencesError as exc:
+            refused.append(exc)
+        finally:
+            release.set()
+
+    other = threading.Thread(target=engine_on_another_thread)
+    other.start()
+    outcome = policy.run(robot.observe, act, max_actions=3, validate=lambda a: True)
+    other.join(10)
+    assert outcome.reason == "completed"
+    assert len(refused) == 1 and "already driven" in str(refused[0])
+
+    engine = PlaybackEngine(policy, EngineConfig())  # the run let go: the engine drives now
+    try:
+        with pytest.raises(SequencesError, match="already driven"):
+            policy.run(robot.observe, robot.act, max_actions=3, validate=lambda a: True)
+        with pytest.raises(SequencesError, match="already driven"):
+            policy.next_action(robot.observe())
+        assert robot.acted == []
+    finally:
+        engine.close()
+    assert len(policy.predict(robot.observe()).action_chunk) > 0  # free once it closed
 
 
 def test_closed_loop_requests_only_when_the_plan_is_empty(policy: Policy) -> None:
