@@ -57,7 +57,9 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["sequence_ai_core", "sequence_ai_core.*", PACKAGE]),
+    packages=find_packages(
+        include=["sequence_ai_core", "sequence_ai_core.*", PACKAGE, f"{PACKAGE}.*"]
+    ),
     package_data={"sequence_ai_core": ["py.typed"]},
     data_files=DATA_FILES,
     # httpx 0.25 (httpcore 0.18) is the oldest tested: its network backends carry the deadlines

@@ -30,6 +30,7 @@ class MessageTypes:
     JointTrajectoryPoint: Any
     JointState: Any
     Duration: Any
+    Time: Any
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,11 @@ def command_from_action(
     if action_space in DELTA_SPACES and action_space.startswith("joint") and measured is not None:
         return Command(arm, gripper, positions=measured + arm)
     return Command(arm, gripper)
+
+
+def stamp(types: MessageTypes, nanoseconds: int) -> Any:
+    """A builtin_interfaces/Time from integer nanoseconds (rclpy's ``Time.to_msg`` split)."""
+    return types.Time(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
 
 
 def duration(types: MessageTypes, seconds: float) -> Any:

@@ -106,10 +106,10 @@ class InputStore:
     def measured_arm(self, max_age_s: float | None = None) -> FloatArray | None:
         """Latest arm joint positions, or None if there is none as fresh as ``max_age_s``.
         Targets built on a frozen reading (a stalled driver) would pull the arm back."""
-        if self.arm_problem(max_age_s) is not None:
+        reading = None if self._joints is None else self._joints.payload
+        if self.arm_problem(max_age_s) is not None or not isinstance(reading, JointReading):
             return None
-        assert self._joints is not None and isinstance(self._joints.payload, JointReading)
-        return self._joints.payload.positions.copy()
+        return reading.positions.copy()
 
     def _fresh(self, what: str, received: _Received | None, now: float) -> _Received:
         if received is None:
@@ -129,8 +129,10 @@ class InputStore:
                 pixels: npt.NDArray[np.uint8] | bytes = image_to_rgb(
                     payload.height, payload.width, payload.encoding, payload.step, payload.data
                 )
+            elif isinstance(payload, bytes):  # CompressedImage data, encoded already
+                pixels = payload
             else:
-                pixels = bytes(payload)  # type: ignore[call-overload]
+                raise InputProblem(f"image on {topic}: no image stored ({type(payload).__name__})")
             return encode_image(
                 pixels, view=view, size=size, quality=quality, timestamp_ms=received.wall_ms
             )
@@ -144,7 +146,8 @@ class InputStore:
             joints = self._fresh("joint_states", self._joints, now).payload
             if isinstance(joints, InputProblem):
                 raise joints
-            assert isinstance(joints, JointReading)
+            if not isinstance(joints, JointReading):  # on_joint_state stores nothing else
+                raise InputProblem(f"joint_states unusable: {joints!r}")
             frames = tuple(self._frame(c.view, c.topic, now) for c in self._config.cameras)
         except InputProblem as exc:
             self.problem = str(exc)

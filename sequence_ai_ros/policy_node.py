@@ -23,7 +23,7 @@ from sequence_ai_core.credentials import resolve_api_key
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.errors import SequencesError
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.types import ABSOLUTE_SPACES
+from sequence_ai_core.types import ABSOLUTE_SPACES, ActionChunk
 
 from . import diagnostics, params, rclpy_guards
 from .episode import Episodes
@@ -155,7 +155,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._safety = self._safety_checks(config, model.action_dim)
         self._default_period = default_period(config, model)  # catalogue may lack control_hz
         self.config = config
-        self.io = NodeIO(self, config, model)
+        self.io = NodeIO(self, config, model, controller=self, playing=self._playing_chunk)
         self.io.create()
         self.health.hardware_id = config.hardware_id
         self._lifecycle = "inactive"
@@ -182,7 +182,8 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         )
 
     def _activate(self) -> bool:
-        assert self.config is not None
+        if self.config is None:  # activate comes only after a successful configure
+            raise RuntimeError("activate without a configuration")
         self._lifecycle = "active"
         self._set_timer(self._default_period)
         if self.config.autostart:
@@ -220,7 +221,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
 
     def start_episode(self) -> str | None:
         """Begin an episode; None on success, else why not."""
-        if self.config is None or self._policy is None:
+        if self.config is None or self._policy is None or self.io is None:
             return "node is not configured"
         # Built before episodes.start(): a ValueError here must not leave an episode "running"
         # without an engine. A catalogue entry without horizon/rate covers 0 s: unknown.
@@ -242,7 +243,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             return problem
         self.engine = PlaybackEngine(self._policy, engine_config, clock=time.monotonic)
         self._last_error = None
-        assert self.io is not None
         self.io.begin_episode()
         self.get_logger().info(f"episode {self.episodes.number} started")
         return None
@@ -254,10 +254,9 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         end = self.episodes.end(reason, detail)
         if end is None:
             return False
-        assert self.io is not None
         # A completed absolute plan ends on its last target, which holds by itself: a hold at
         # the measured position would be one more command, a small step back.
-        if end.early or self.io.action_space not in ABSOLUTE_SPACES:
+        if self.io is not None and (end.early or self.io.action_space not in ABSOLUTE_SPACES):
             self.io.hold(early=end.early)
         if self.engine is not None:
             self._last_outcome = self.engine.outcome(reason=reason, stopped_early=end.early)
@@ -300,19 +299,27 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._timer = self.create_timer(period, self.on_tick)
         self._timer_period = period
 
+    def _playing_chunk(self) -> tuple[ActionChunk, float] | None:
+        return None if self.engine is None else self.engine.current_chunk
+
+    @property
+    def episode_number(self) -> int:
+        return self.episodes.number
+
     @property
     def timer_period(self) -> float:
         return self._timer_period if self._timer is not None else 0.0
 
     def on_tick(self) -> None:
-        engine, io, safety = self.engine, self.io, self._safety
-        if engine is None or io is None or safety is None or not self.episodes.running:
+        engine, io, safety, config = self.engine, self.io, self._safety, self.config
+        if engine is None or io is None or safety is None or config is None:
+            return
+        if not self.episodes.running:  # the timer outlives an episode until deactivate
             return
         # One rule for every output type: an arm state older than max_observation_age_s ends
         # motion and the episode at this tick, i.e. within that age plus one control period of
         # the last reading. A plan must not play on (or a target be built) on a frozen reading.
-        assert self.config is not None
-        stale = io.inputs.arm_stale(self.config.max_observation_age_s)
+        stale = io.inputs.arm_stale(config.max_observation_age_s)
         if stale is not None:
             self.stop_episode("stale_input", detail=stale)
             return

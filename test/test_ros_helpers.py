@@ -38,6 +38,7 @@ def types() -> conv.MessageTypes:
         traj.JointTrajectoryPoint,
         modules["sensor_msgs.msg"].JointState,
         modules["builtin_interfaces.msg"].Duration,
+        modules["builtin_interfaces.msg"].Time,
     )
 
 

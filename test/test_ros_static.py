@@ -28,11 +28,17 @@ RCLPY = Path(os.environ.get("SEQUENCE_AI_HUMBLE_RCLPY", ROOT / ".venv" / "humble
 ROS_FILES = [
     "policy_node.py",
     "node_io.py",
+    "interfaces.py",
+    "command_sink.py",  # ROS-free, but it calls the publishers' publish()
     "sim_arm_node.py",
     "health_publisher.py",
     "rclpy_guards.py",
 ]
-MESSAGE_FILES = [*ROS_FILES, "conversions.py"]
+# The output types build their messages through conversions.py from `types.<Name>` classes.
+OUTPUT_FILES = sorted(
+    f"outputs/{p.name}" for p in (ROOT / "sequence_ai_ros" / "outputs").glob("*.py")
+)
+MESSAGE_FILES = [*ROS_FILES, "conversions.py", *OUTPUT_FILES]
 # Humble std_srvs/srv/Trigger.srv (rosbags has no .srv files): request empty, then response.
 SERVICES = {
     "std_srvs/srv/Trigger": {"Request": [], "Response": ["success", "message"]},
