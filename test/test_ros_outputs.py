@@ -249,3 +249,30 @@ def test_a_streamed_chunk_goes_out_once_and_a_hold_replaces_it(types: conv.Messa
     assert not made.streamed(3) and len(action.messages[-1].points) == 1
     point_sink, _, _ = sink(types, "joint_trajectory", trajectory_mode="point")
     assert not point_sink.streams_chunks
+
+
+ROS_MODULES = {"policy_node", "node_io", "interfaces", "health_publisher", "rclpy_guards"}
+ROS_MODULES |= {"sim_arm_node"}
+
+
+def test_only_the_modules_said_to_import_ros_do() -> None:
+    """The package docstring's list: every other module imports with no ROS module loaded."""
+    modules = [*PACKAGE.glob("*.py"), *(PACKAGE / "outputs").glob("*.py")]
+    dotted = (".".join(p.relative_to(ROOT).with_suffix("").parts) for p in modules)
+    free = sorted(
+        d.removesuffix(".__init__") for d in dotted if d.split(".")[-1] not in ROS_MODULES
+    )
+    probe = (
+        "import importlib, sys\n"
+        f"for name in {free!r}: importlib.import_module(name)\n"
+        "roots = {m.split('.')[0] for m in sys.modules}\n"
+        "print(sorted(roots & {'rclpy', 'std_msgs', 'sensor_msgs', 'trajectory_msgs',"
+        " 'builtin_interfaces', 'std_srvs', 'diagnostic_msgs', 'lifecycle_msgs'}))\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == "[]", ran.stdout + ran.stderr[-2000:]
+    assert len(free) >= 12
+    documented = (PACKAGE / "__init__.py").read_text(encoding="utf-8")
+    assert all(f"``{name}``" in documented for name in ROS_MODULES)
