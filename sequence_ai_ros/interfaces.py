@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from builtin_interfaces.msg import Duration, Time
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -55,9 +55,8 @@ class EpisodeController(Protocol):
 
     def start_episode(self) -> str | None: ...
 
-    def stop_episode(
-        self, reason: str, *, detail: str = "", error: BaseException | None = None
-    ) -> bool: ...
+    # Only the reason the ~/stop service gives: a node whose reasons are a Literal matches too.
+    def stop_episode(self, reason: Literal["stopped"], *, detail: str) -> bool: ...
 
     def on_estop(self, engaged: bool) -> None: ...
 
