@@ -203,6 +203,10 @@ def chunk_trajectory(
     return joint_trajectory(types, names, points, stamp)
 
 
+#: A command as a simulated controller model takes it: a trajectory, or forward commands.
+ControllerCommand = Trajectory | list[float]
+
+
 def _nanoseconds(stamp: Any) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 

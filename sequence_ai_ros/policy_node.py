@@ -278,7 +278,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
 
     def on_estop(self, engaged: bool) -> None:
         """Latch and stop at once, from the subscription callback, not the next tick.
-        Idempotent: one message may arrive on both e-stop subscriptions (see NodeIO)."""
+        Idempotent: one message may arrive on every e-stop subscription (interfaces.py)."""
         was_latched = self.episodes.estop_latched
         if self.episodes.set_estop(engaged):
             self.stop_episode("estop")

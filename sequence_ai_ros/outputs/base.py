@@ -8,10 +8,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from sequence_ai_core.sim.trajectory import Trajectory
 from sequence_ai_core.types import FloatArray
 
-from ..conversions import Command, MessageTypes
+from ..conversions import Command, ControllerCommand, MessageTypes
 
 #: A trajectory point: (positions, velocities, time_from_start_s); a missing part stays empty.
 Point = tuple[FloatArray | None, FloatArray | None, float]
@@ -79,6 +78,6 @@ class OutputType(ABC):
         """Whether the simulated ros2_control ``controller`` model takes these messages."""
         return False
 
-    def controller_command(self, msg: Any) -> Trajectory | list[float]:
+    def controller_command(self, msg: Any) -> ControllerCommand:
         """``msg`` as a simulated controller model takes it."""
         raise TypeError(f"no controller model takes {self.name} messages")

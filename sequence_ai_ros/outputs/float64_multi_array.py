@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from sequence_ai_core.sim.trajectory import Trajectory
 from sequence_ai_core.types import FloatArray
 
 from .. import conversions as conv
@@ -55,7 +54,7 @@ class Float64MultiArrayOutput(OutputType):
     def takes_controller(self, controller: str) -> bool:
         return controller == "forward_command"
 
-    def controller_command(self, msg: Any) -> Trajectory | list[float]:
+    def controller_command(self, msg: Any) -> conv.ControllerCommand:
         return [float(v) for v in msg.data]
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from sequence_ai_core.sim.trajectory import Trajectory
 from sequence_ai_core.types import FloatArray
 
 from .. import conversions as conv
@@ -70,7 +69,7 @@ class JointTrajectoryOutput(OutputType):
     def takes_controller(self, controller: str) -> bool:
         return controller.startswith("jtc_")
 
-    def controller_command(self, msg: Any) -> Trajectory | list[float]:
+    def controller_command(self, msg: Any) -> conv.ControllerCommand:
         return conv.controller_trajectory(msg)
 
 
