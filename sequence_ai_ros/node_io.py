@@ -175,13 +175,12 @@ class NodeIO:
             self.interfaces.call_hold_service()
         if not self.action_space:
             return
-        # Stale reading: hold at the last target sent (the controller's goal), not at it.
-        measured = self.inputs.measured_arm(self.config.max_observation_age_s)
         command = hold_command(
             action_space=self.action_space,
             gripper_dims=self.config.gripper_dims,
             last_action=self.last_action,
-            measured=self._last_positions if measured is None else measured,
+            measured=self.inputs.measured_arm(self.config.max_observation_age_s),
+            last_target=self._last_positions,
         )
         if command is None:
             return
