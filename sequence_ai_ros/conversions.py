@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sequence_ai_core.sim.trajectory import Trajectory, TrajectoryPoint
 from sequence_ai_core.types import ABSOLUTE_SPACES, DELTA_SPACES, VELOCITY_SPACES, FloatArray
+from sequence_ai_sim.trajectory import Trajectory, TrajectoryPoint
 
 
 class InputProblem(ValueError):
