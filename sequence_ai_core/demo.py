@@ -22,7 +22,7 @@ from .policy import connect
 from .types import FloatArray, Model
 
 # The simulator is imported where it is used, never at import time: the client package does
-# not depend on sequence_ai_sim (test/test_layout.py checks it).
+# not depend on sequence_ai_sim (test/test_package_layout.py checks it).
 
 DEMO_KEY = "sk-demo-not-a-real-key"
 REFILL_S = 0.79
