@@ -3,7 +3,7 @@
 Publishes ``joint_states`` and one camera topic per model view, and follows commands of the
 same type the policy node publishes (``command``, plus ``gripper_command`` when the gripper
 is split off), decoded by the output type's own module (``outputs/``). Built on
-``sequence_ai_core.sim.SimulatedArm``. The ``controller`` parameter puts a ros2_control
+``sequence_ai_sim.SimulatedArm``. The ``controller`` parameter puts a ros2_control
 controller model in front of the joints (``forward_command`` takes Float64MultiArray, the
 ``jtc_*`` models JointTrajectory), which accepts and rejects what the real controller does
 and logs its messages.
@@ -24,11 +24,11 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
-from sequence_ai_core.sim import SimulatedArm
-from sequence_ai_core.sim.controllers import CONTROLLER_MODELS
 from sequence_ai_core.types import VELOCITY_SPACES, FloatArray
 from sequence_ai_ros import outputs
 from sequence_ai_ros.interfaces import MESSAGE_TYPES
+from sequence_ai_sim import SimulatedArm
+from sequence_ai_sim.controllers import CONTROLLER_MODELS
 
 
 class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs

@@ -256,7 +256,8 @@ ROS_MODULES |= {"sim_arm_node"}
 
 
 def test_only_the_modules_said_to_import_ros_do() -> None:
-    """The package docstring's list: every other module imports with no ROS module loaded."""
+    """The package docstring's list: every other module imports with no ROS module loaded
+    (nor the simulator, which only the simulated arm needs)."""
     modules = [*PACKAGE.glob("*.py"), *(PACKAGE / "outputs").glob("*.py")]
     dotted = (".".join(p.relative_to(ROOT).with_suffix("").parts) for p in modules)
     free = sorted(
@@ -267,7 +268,8 @@ def test_only_the_modules_said_to_import_ros_do() -> None:
         f"for name in {free!r}: importlib.import_module(name)\n"
         "roots = {m.split('.')[0] for m in sys.modules}\n"
         "print(sorted(roots & {'rclpy', 'std_msgs', 'sensor_msgs', 'trajectory_msgs',"
-        " 'builtin_interfaces', 'std_srvs', 'diagnostic_msgs', 'lifecycle_msgs'}))\n"
+        " 'builtin_interfaces', 'std_srvs', 'diagnostic_msgs', 'lifecycle_msgs',"
+        " 'sequence_ai_sim'}))\n"
     )
     ran = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT
@@ -276,3 +278,16 @@ def test_only_the_modules_said_to_import_ros_do() -> None:
     assert len(free) >= 12
     documented = (PACKAGE / "__init__.py").read_text(encoding="utf-8")
     assert all(f"``{name}``" in documented for name in ROS_MODULES)
+
+
+def test_the_readme_lists_every_module_of_the_node_package() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("Inside `sequence_ai_ros`", 1)[1].split("```\n", 2)[1]
+    rows = [line.split() for line in block.splitlines() if line and not line.startswith(" ")]
+    listed = {row[0].rstrip("/") for row in rows}
+    marked = {row[0].removesuffix(".py") for row in rows if row[1] == "ROS"}
+    assert all((PACKAGE / name).exists() for name in listed), listed
+    modules = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    assert modules - listed <= {"health_publisher.py"} and "outputs" in listed
+    assert "health_publisher.py" in block  # named on the diagnostics row
+    assert marked | {"health_publisher"} == ROS_MODULES
