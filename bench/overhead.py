@@ -85,8 +85,9 @@ def tick_cost(ticks: int) -> dict[str, tuple[float, float]]:
     steps = np.array(source.fetch(obs, {}).action_chunk.steps)
 
     def engine_loop() -> int:
-        for i in range(1, ticks + 1):
+        for i in range(1, ticks + 1):  # a driver's tick: the action goes out (commit)
             engine.tick(now + i * period, lambda: obs)
+            engine.commit()
         return ticks
 
     def floor_loop() -> int:
@@ -149,6 +150,9 @@ class TimedPlayer:
         self.cpu.append(time.thread_time() - cpu)
         self.starts.append(self.engine.requests_started > before)
         return result
+
+    def commit(self) -> None:
+        self.engine.commit()
 
     def wait_any(self, timeout_s: float) -> bool:
         return self.engine.wait_any(timeout_s)
