@@ -38,7 +38,7 @@ from .errors import InvalidRequest, InvalidResponse, SequencesError
 from .inflight import InFlight, Request
 from .load import LoadMonitor
 from .outcome import RunOutcome
-from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared, checked_period, prepare
+from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared, checked_period
 from .retries import RetryPolicy
 from .source import ChunkSource
 from .stats import Handed, PlaybackStats
@@ -48,14 +48,7 @@ from .types import ActionChunk, Observation, Prediction
 #: See the module docs; ``snapshot()["state"]`` reports it.
 Phase = Literal["waiting", "playing", "underrun", "failed", "closed"]
 
-__all__ = [
-    "DEFAULT_MAX_IN_FLIGHT",
-    "FRESHNESS",
-    "EngineConfig",
-    "Phase",
-    "PlaybackEngine",
-    "Tick",
-]
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "FRESHNESS", "EngineConfig", "Phase", "PlaybackEngine", "Tick"]
 
 
 class PlaybackEngine:
@@ -84,14 +77,13 @@ class PlaybackEngine:
         self._clock = clock
         self._on_chunk = on_chunk
         self._on_underrun = on_underrun
-        self._options = dict(self.config.options)
         self.action_space: str | None = None
         self.action_dim: int | None = None
         hz = self.config.control_hz
         self.period_s: float | None = 1.0 / hz if hz else None
         self.phase: Phase = "waiting"
         self._handed: Handed | None = None
-        self._requests = InFlight(self._fetch, self.config.max_in_flight, executor)
+        self._requests = InFlight(source, self.config, executor)
         self._plan = ChunkPlan(self.config.smooth_seam)
         self._stats = PlaybackStats()
         self._timing = RefillTiming(self.config.freshness, self.config.max_in_flight)
@@ -383,11 +375,6 @@ class PlaybackEngine:
             self._due_at = self._next_request_at(now)
         projected, lead = self._due_at
         return projected - now < lead
-
-    def _fetch(self, observation: Observation) -> Prepared:
-        """On a worker: the request (its body, images included, is built there) and the
-        chunk's copy and checks, so that the control thread only plays it."""
-        return prepare(self._source.fetch(observation, self._options))
 
     def _next_request_at(self, now: float) -> tuple[float, float]:
         """When the plan, with what the requests in flight will add, ends one lead from now.

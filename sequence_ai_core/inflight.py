@@ -8,12 +8,13 @@ request (images included) and check the answer (``plan.prepare``), so a tick onl
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 
-from .plan import Prepared
+from .engine_config import EngineConfig
+from .plan import Prepared, prepare
+from .source import ChunkSource
 from .types import Observation
 
 
@@ -24,14 +25,15 @@ class Request:
 
 
 class InFlight:
-    """``executor`` runs the requests (default: ``workers`` threads, created on the first
-    request); one given is the caller's to shut down."""
+    """``executor`` runs the requests (default: ``config.max_in_flight`` threads, created on
+    the first request); one given is the caller's to shut down."""
 
     def __init__(
-        self, fetch: Callable[[Observation], Prepared], workers: int, executor: Executor | None
+        self, source: ChunkSource, config: EngineConfig, executor: Executor | None
     ) -> None:
-        self._fetch = fetch
-        self._workers = workers
+        self._source = source
+        self._options = dict(config.options)
+        self._workers = config.max_in_flight
         self._executor = executor
         self._owns_executor = executor is None
         self.requests: list[Request] = []
@@ -82,6 +84,11 @@ class InFlight:
         if self._executor is not None and self._owns_executor:
             self._executor.shutdown(wait=wait, cancel_futures=True)
         self._executor = None
+
+    def _fetch(self, observation: Observation) -> Prepared:
+        """On a worker: the request (its body, images included, is built there) and the
+        chunk's copy and checks, so that the control thread only plays it."""
+        return prepare(self._source.fetch(observation, self._options))
 
     def _note_arrival(self, future: Future[Prepared]) -> None:
         self.arrived = True

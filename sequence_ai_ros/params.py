@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from sequence_ai_core.engine_config import FRESHNESS, Freshness, RunConfig, expected_covers_s
 from sequence_ai_core.types import Model
@@ -40,10 +40,15 @@ IMAGE_ENCODINGS = ("raw", "compressed")
 SECRET_NAME = re.compile(r"(api[_\-.]?key|secret|token|password|bearer|credential)", re.I)
 
 
+ParamKind = Literal[
+    "bool", "integer", "double", "string", "integer_array", "double_array", "string_array"
+]
+
+
 @dataclass(frozen=True)
 class ParamSpec:
     name: str
-    kind: str  # bool | integer | double | string | integer_array | double_array | string_array
+    kind: ParamKind
     default: Any  # None: statically typed and unset
     description: str
     constraints: str = ""

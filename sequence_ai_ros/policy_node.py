@@ -70,7 +70,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._safety: SafetyChecks | None = None
         self._secret: str | None = None
         self._timer: Any = None
-        self._timer_period = 0.0
         self._default_period = 0.0
         self._last_outcome: RunOutcome | None = None
         self._last_error: BaseException | None = None
@@ -307,11 +306,11 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if self._timer is not None:
             self.destroy_timer(self._timer)
         self._timer = self.create_timer(period, self.on_tick)
-        self._timer_period = period
 
     @property
     def timer_period(self) -> float:
-        return self._timer_period if self._timer is not None else 0.0
+        """The timer's own period (seconds), 0 without a timer: rclpy holds it."""
+        return float(self._timer.timer_period_ns) * 1e-9 if self._timer is not None else 0.0
 
     def on_tick(self) -> None:
         engine, io, safety, config = self.engine, self.io, self._safety, self.config
@@ -336,7 +335,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             self.stop_episode(None, detail=str(exc), error=exc)
             return
         period = engine.period_s or self._default_period
-        if abs(period - self._timer_period) > 1e-9:
+        if abs(period - self.timer_period) > 1e-6:  # the timer keeps whole nanoseconds
             self._set_timer(period)  # the chunk's rate differs from the catalogue's
         if tick.new_chunk:
             io.publish_chunk(engine)
