@@ -150,3 +150,23 @@ def test_a_plan_that_stays_empty_ends_the_episode_stalled_with_one_hold() -> Non
     assert episode.stop("estop") is None  # ended once
     assert holds == ["underrun", "stop"]  # one underrun hold per spell, one hold at the end
     one.engine.close()
+
+
+def test_run_takes_one_run_config_and_its_keywords_win(
+    sim: GatewaySimulator, policy: Policy
+) -> None:
+    arm = SimulatedArm(MODEL, image_size=(32, 32))
+    config = RunConfig(options={"seed": 3}, stall_timeout_s=5.0)
+
+    def run(**settings: object) -> str:
+        outcome = policy.run(
+            arm.observe, arm.act, max_actions=3, validate=lambda a: True, config=config, **settings
+        )
+        return outcome.reason
+
+    assert run() == "completed" and sim.received[-1]["options"] == {"seed": 3}
+    assert run(options={"seed": 4}) == "completed" and sim.received[-1]["options"] == {"seed": 4}
+    with pytest.raises(ValueError, match="stall_timeout_s"):
+        run(stall_timeout_s=0)
+    with pytest.raises(TypeError):
+        run(options=[("seed", 1)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import fields
 from typing import Any
 
 import humble_messages as messages
@@ -10,10 +11,12 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
+from sequence_ai_core.engine_config import RunConfig
 from sequence_ai_core.episode import Episode
 from sequence_ai_core.errors import OutOfCredit, Unavailable
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.stats import Handed, PlaybackStats
+from sequence_ai_core.types import Model
 from sequence_ai_ros import conversions as conv
 from sequence_ai_ros import diagnostics, params
 from sequence_ai_ros.episode import Episodes
@@ -53,6 +56,16 @@ def test_defaults_parse_and_fill_hardware_id() -> None:
     assert config.hardware_id == "sequence-ai:pi05-droid"
     assert config.control_hz is None and config.base_url is None
     assert config.cameras == () and config.joint_names == ()
+
+
+def test_the_node_settings_are_the_core_run_config() -> None:
+    """One dataclass drives run() and the node: same fields, same defaults."""
+    entry = Model("accounts/x/models/m", "m", "act", "a", "r", 7, 15, 30.0, ("exterior_1",))
+    settings = params.run_config(params.parse(raw_params()), entry)
+    assert settings == RunConfig(expected_covers_s=0.5)
+    changed = params.run_config(params.parse(raw_params(max_in_flight=1, control_hz=20.0)), entry)
+    assert (changed.max_in_flight, changed.control_hz) == (1, 20.0)
+    assert set(params.RUN_PARAMETERS) <= {f.name for f in fields(RunConfig)}
 
 
 @pytest.mark.parametrize(
