@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
 from .types import FloatArray, Model
@@ -96,6 +96,11 @@ class RunConfig(EngineConfig):
         if config is None:
             return cls()
         return cls(**{f.name: getattr(config, f.name) for f in fields(EngineConfig)})
+
+    def updated(self, **settings: Any) -> RunConfig:
+        """This config with the settings that are not None (keywords of ``Policy.run``)."""
+        given = {name: value for name, value in settings.items() if value is not None}
+        return replace(self, **given) if given else self
 
 
 @dataclass(frozen=True)

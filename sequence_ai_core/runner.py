@@ -99,7 +99,6 @@ def run_policy(
     on_chunk: Callable[[Prediction], None] | None = None,
     on_underrun: Callable[[float], None] | None = None,
     config: EngineConfig | None = None,
-    **settings: Any,
 ) -> RunOutcome:
     """Play ``max_actions`` actions through ``act``, refilling ahead of time.
 
@@ -109,17 +108,17 @@ def run_policy(
     run (reason ``validate``). ``hold()`` is called on every early stop and whenever the plan
     runs out (underrun), once each time, never on completion.
 
-    The settings are one ``RunConfig`` (an ``EngineConfig`` plus ``stall_timeout_s``): pass
-    ``config=``, or its fields as keywords (they win over ``config``): ``prefetch=False`` is
-    the strictly closed loop, ``startup_timeout_s`` waits for a warming worker before the
-    first action, ``smooth_seam``, ``freshness``, ``max_in_flight``, ``stall_timeout_s``
-    bounds how long the plan may stay empty, and ``options`` go to ``/v1/act`` as they are
-    (e.g. ``{"seed": 1}``). Any other keyword is a ``TypeError``. The rate comes from
-    ``connect(control_hz=)`` or the chunks, the chunk length from the catalogue. The handle
-    is held for the whole run: a second thread driving it raises ``SequencesError`` at once.
+    The settings are one ``RunConfig`` (an ``EngineConfig`` plus ``stall_timeout_s``; an
+    ``EngineConfig`` gets the default bound): ``prefetch=False`` is the strictly closed loop,
+    ``startup_timeout_s`` waits for a warming worker before the first action,
+    ``stall_timeout_s`` bounds how long the plan may stay empty, and ``options`` go to
+    ``/v1/act`` as they are (e.g. ``{"seed": 1}``). The rate comes from
+    ``connect(control_hz=)`` (else the config, else the chunks), the chunk length from the
+    catalogue. The handle is held for the whole run: a second thread driving it raises
+    ``SequencesError`` at once.
     """
     check_max_actions(max_actions)
-    run_config = replace(RunConfig.of(config), **settings)  # checks them before any I/O
+    run_config = RunConfig.of(config)  # checked when it was built, before any I/O
     if validate is None:
         _warn_unvalidated()
     entry = _catalogue_entry(policy)

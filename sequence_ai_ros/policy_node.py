@@ -112,10 +112,17 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             return result
         result = self._guarded("activate", self._activate)
         if result == TransitionCallbackReturn.SUCCESS and self.config and self.config.autostart:
-            problem = self.start_episode()
-            if problem:
-                self.get_logger().warning(f"autostart: no episode started: {problem}")
+            self._autostart()
         return result
+
+    def _autostart(self) -> None:
+        """After activate succeeded (start_episode needs the node active)."""
+        try:
+            problem = self.start_episode()
+        except Exception as exc:  # logged with its cause; the node stays active and serves
+            problem = f"{type(exc).__name__}: {self._redact(exc)}"
+        if problem:
+            self.get_logger().warning(f"autostart: no episode started: {problem}")
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
         # Hold first: lifecycle publishers drop messages once super().on_deactivate() ran.
