@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,8 +50,9 @@ class SampleWindow:
         return max(self._samples) if self._samples else math.nan
 
 
-@dataclass(frozen=True)
-class Handed:
+# A tuple, not a frozen dataclass: one is made every tick, and a frozen dataclass took four
+# times as long to build (timeit: 1.6 against 0.4 µs).
+class Handed(NamedTuple):
     """An action a tick handed out, recorded once it went out (``PlaybackStats.commit``).
     ``steady``: it continues the chunk playing (no seam, no underrun to close)."""
 
