@@ -18,8 +18,8 @@ from sequence_ai_core.engine_config import RunConfig
 from sequence_ai_core.episode import Episode
 from sequence_ai_core.errors import Stalled
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.sim import GatewaySimulator, SimulatedArm
 from sequence_ai_core.types import FloatArray
+from sequence_ai_sim import GatewaySimulator, SimulatedArm
 
 MODEL = "lingbot-vla-v2-6b"  # 30 Hz
 
