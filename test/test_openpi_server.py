@@ -317,3 +317,31 @@ def test_healthz(server: PeerServer) -> None:
     with sai.connect(server.url, profile="droid") as policy:
         status, seconds = policy._backend.health()  # type: ignore[attr-defined]
     assert status == 200 and seconds >= 0
+
+
+def test_doctor_checks_healthz_metadata_and_one_inference(server: PeerServer) -> None:
+    from sequence_ai_core.openpi.doctor import OpenpiDoctorSettings, run_openpi_doctor
+
+    lines: list[str] = []
+    assert run_openpi_doctor(OpenpiDoctorSettings(server.url, "droid", samples=2), lines.append)
+    assert any("healthz: HTTP 200" in line for line in lines)
+    assert any("keys ['name', 'reset_pose']" in line for line in lines)
+    assert any("10 x 8 actions" in line for line in lines), lines
+    assert lines[-1] == "verdict: ready"
+
+
+def test_doctor_command_fails_on_an_answer_the_profile_does_not_match(
+    server: PeerServer, droid_policy: TrajectoryPolicy
+) -> None:
+    import subprocess
+    import sys
+
+    droid_policy.answers[1] = lambda: {"actions": np.zeros((10, 14), np.float32)}
+    command = [sys.executable, "-m", "sequence_ai_core.cli", "doctor", "--base-url", server.url]
+    result = subprocess.run(
+        [*command, "--profile", "droid"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "[FAIL] inference" in result.stdout and "14 dimensions" in result.stdout
+    usage = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert usage.returncode == 2 and "--profile" in usage.stderr
