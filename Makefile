@@ -44,7 +44,9 @@ $(ROS_BIN)/python:
 
 $(ROS_VENV)/.ros: $(ROS_BIN)/python setup.py Makefile
 	$(ROS_BIN)/python -m pip install -q $(foreach w,$(ROS_WHEELS),'$(w)') \
-		'pytest>=7' 'pytest-timeout>=2.1' -e .
+		'pytest>=7' 'pytest-timeout>=2.1' 'typing_extensions>=4' -e '.[openpi]'
+	# the openpi server the node is driven against in test_ros_real_openpi.py
+	$(ROS_BIN)/python -m pip install -q --no-deps $(OPENPI_PEERS)
 	touch $@
 
 demo: $(VENV)/.core
