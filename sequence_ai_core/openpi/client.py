@@ -16,6 +16,8 @@ typed ``SequencesError`` in ``_typed`` (the one place they are mapped), redacted
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import logging
 import socket
 import ssl
@@ -396,11 +398,10 @@ class OpenpiClient:
         raise exc  # KeyboardInterrupt, SystemExit: not ours to map
 
 
+@functools.cache
 def _no_proxy() -> dict[str, Any]:
     """websockets >= 15 reads proxy settings from the environment; a policy server on the
     robot's network is reached directly, as the gateway client reaches loopback."""
-    import inspect
-
     if "proxy" in inspect.signature(websockets.sync.client.connect).parameters:
         return {"proxy": None}
     return {}
