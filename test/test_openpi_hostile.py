@@ -261,3 +261,9 @@ def test_a_key_over_plain_ws_to_another_host_is_refused() -> None:
     with pytest.raises(ValueError, match="unencrypted"):
         sai.connect("ws://192.0.2.1:8000", profile="droid", api_key=KEY)
     sai.connect("ws://192.0.2.1:8000", profile="droid").close()  # no key: a LAN server
+
+
+def test_a_key_that_would_inject_a_header_is_refused_without_echoing_it() -> None:
+    with pytest.raises(sai.SequencesError) as caught:
+        sai.connect("ws://127.0.0.1:8000", profile="droid", api_key=KEY + "\r\nX-Evil: 1")
+    assert KEY not in str(caught.value) and KEY not in repr(caught.value)

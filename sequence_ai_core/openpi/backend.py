@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from ..connections import VerifyArg, checked_timeout, ssl_context_for
+from ..credentials import checked_api_key
 from ..errors import InvalidRequest, InvalidResponse
 from ..limits import MAX_CHUNK_VALUES, MAX_STEPS
 from ..transport import is_loopback
@@ -172,6 +173,7 @@ def open_backend(
     allow_insecure: bool = False,
 ) -> OpenpiBackend:
     """Check the URL and the profile (nothing is sent) and return the backend."""
+    api_key = checked_api_key(api_key)
     parts = urlsplit(url)
     if parts.scheme not in ("ws", "wss") or not parts.hostname:
         raise ValueError(f"openpi URL must be ws(s)://host[:port], got {url!r}")
