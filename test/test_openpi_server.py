@@ -345,3 +345,23 @@ def test_doctor_command_fails_on_an_answer_the_profile_does_not_match(
     assert "[FAIL] inference" in result.stdout and "14 dimensions" in result.stdout
     usage = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert usage.returncode == 2 and "--profile" in usage.stderr
+
+
+def test_no_thread_or_socket_outlives_close(server: PeerServer) -> None:
+    import os
+
+    before = {t.ident for t in threading.enumerate()}
+    descriptors = len(os.listdir("/proc/self/fd"))
+    with sai.connect(server.url, profile=DROID) as policy:
+        outcome = policy.run(
+            droid_observation, lambda a: None, max_actions=20, validate=lambda a: True
+        )
+    assert outcome.reason == "completed"
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        left = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+        if not left and len(os.listdir("/proc/self/fd")) <= descriptors:
+            break
+        time.sleep(0.05)
+    assert not left, [t.name for t in left]
+    assert len(os.listdir("/proc/self/fd")) <= descriptors
