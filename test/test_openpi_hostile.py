@@ -16,8 +16,8 @@ import pytest
 from test_openpi_server import DROID, droid_observation
 
 import sequence_ai_core as sai
-from sequence_ai_core.openpi.client import ServerRaised
 from sequence_ai_core.openpi.codec import packb
+from sequence_ai_core.openpi.errors import ServerRaised
 
 KEY = "sk-openpi-hostile-0123456789"
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"

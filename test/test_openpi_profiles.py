@@ -50,6 +50,7 @@ def test_a_mapping_profile_encodes_nested_keys_sizes_and_layouts() -> None:
 
 def test_a_yaml_or_json_file_is_a_profile(tmp_path: Path) -> None:
     import yaml
+
     (tmp_path / "arm.yaml").write_text(yaml.safe_dump(MY_ROBOT))
     (tmp_path / "arm.json").write_text(json.dumps(MY_ROBOT))
     from_yaml = load_profile(str(tmp_path / "arm.yaml"))

@@ -20,8 +20,8 @@ import sequence_ai_core as sai
 from bench._openpi_peer import PeerServer, TrajectoryPolicy, reference
 from sequence_ai_core.frames import RawFrame
 from sequence_ai_core.openpi import BUILTIN, Profile
-from sequence_ai_core.openpi.client import ServerRaised
 from sequence_ai_core.openpi.codec import packb, unpackb
+from sequence_ai_core.openpi.errors import ServerRaised
 from sequence_ai_core.openpi.profiles import resize_with_pad
 
 KEY = "sk-openpi-0123456789abcdef"

@@ -26,7 +26,8 @@ from ..transport import is_loopback
 from ..types import ActionChunk, Model, Observation, Prediction
 from .client import OpenpiClient, check_health
 from .codec import CodecError, packb
-from .profiles import Profile, load_profile
+from .profiles import Profile
+from .user_profiles import load_profile
 
 
 class OpenpiBackend:

@@ -31,39 +31,21 @@ import httpx
 import websockets
 import websockets.exceptions
 import websockets.sync.client
-from websockets.frames import CloseCode
 from websockets.protocol import State
 
 from .._version import __version__
-from ..errors import (
-    ConfigurationError,
-    InvalidResponse,
-    SequencesError,
-    TLSError,
-    Unavailable,
-    error_from_response,
-)
+from ..errors import InvalidResponse, SequencesError, Unavailable
 from ..limits import MAX_OPENPI_FRAME_BYTES
-from ..redaction import LOG_REDACTION, redact_text
+from ..redaction import LOG_REDACTION
 from ..transport import new_request_id
 from .codec import CodecError, unpackb
+from .errors import Failure, ServerRaised, server_raised, typed_error
 
 log = logging.getLogger(__name__)
 
 USER_AGENT = f"sequence-ai-ros/{__version__}"
-#: Characters of a server traceback kept on the error (after redaction).
-TRACEBACK_CHARS = 2000
 #: How long to wait for the close frame that follows a server's traceback frame.
 CLOSE_WAIT_S = 0.5
-#: Close codes we send when a frame breaks the protocol or a limit: the answer is invalid,
-#: not the server unreachable.
-_INVALID_CLOSES = frozenset(
-    {CloseCode.MESSAGE_TOO_BIG, CloseCode.PROTOCOL_ERROR, CloseCode.INVALID_DATA}
-)
-
-
-class ServerRaised(SequencesError):
-    """The policy server's ``infer`` raised: a traceback frame, then close code 1011."""
 
 
 @dataclass(eq=False)
@@ -333,69 +315,19 @@ class OpenpiClient:
         with contextlib.suppress(Exception):
             code = connection.ws.close_code
         connection.discard()
-        trace = redact_text(text, self._secret)
-        last = next((line for line in reversed(trace.strip().splitlines()) if line.strip()), "")
-        return ServerRaised(
-            f"openpi server raised during inference: {last[:300] or 'no message'}"
-            f" (close code {code})",
-            body=trace[-TRACEBACK_CHARS:],
-            request_id=request_id or None,
-            code="policy_error",
-        )
+        return server_raised(text, code, self._secret, request_id)
 
     def _typed(self, exc: BaseException, request: _Request, request_id: str) -> SequencesError:
-        """The one place a websocket, socket or TLS failure becomes a typed error."""
-        if self._closed:
-            return SequencesError("policy handle is closed", request_id=request_id)
-        if request.cancelled:
-            return SequencesError("request aborted by cancel_requests()", request_id=request_id)
-        described = redact_text(f"{type(exc).__name__}: {exc}".strip(), self._secret)
-        if request.timed_out or isinstance(exc, TimeoutError):
-            return Unavailable(
-                f"no complete answer from {self.base_url} within the {self.timeout_s:g} s "
-                "request deadline",
-                warming=False,
-                request_id=request_id,
-            )
-        if isinstance(exc, websockets.exceptions.ConnectionClosed):
-            sent, ours_first = exc.sent, exc.rcvd is None or exc.rcvd_then_sent is False
-            if sent is not None and ours_first and sent.code in _INVALID_CLOSES:
-                return InvalidResponse(
-                    f"invalid frame from openpi server: {sent.reason or sent.code}",
-                    request_id=request_id,
-                )
-        if isinstance(exc, websockets.exceptions.InvalidStatus):
-            status = exc.response.status_code
-            if status in (401, 403):
-                error = error_from_response(status, None, request_id=request_id)
-                error.message = f"openpi server refused the connection: HTTP {status}"
-                return error
-            return Unavailable(
-                f"openpi server answered the handshake with HTTP {status}",
-                status=status,
-                warming=False,
-                request_id=request_id,
-            )
-        if isinstance(exc, websockets.exceptions.InvalidURI):
-            return ConfigurationError(f"not a websocket URL: {self.base_url!r}")
-        if isinstance(exc, ssl.SSLCertVerificationError):
-            return TLSError(
-                f"TLS certificate of {self.base_url} not trusted: {described}; hint: set "
-                "SSL_CERT_FILE to the CA bundle that signs it, or pass verify=<path>",
-                request_id=request_id,
-            )
-        if isinstance(exc, websockets.exceptions.InvalidHandshake):
-            return InvalidResponse(
-                f"openpi server's handshake is invalid: {described}", request_id=request_id
-            )
-        if isinstance(exc, (OSError, websockets.exceptions.WebSocketException, EOFError)):
-            log.warning("openpi request failed: %s [%s]", described, request_id)
-            return Unavailable(
-                f"openpi server unreachable: {described}", warming=False, request_id=request_id
-            )
-        if isinstance(exc, Exception):
-            return SequencesError(f"openpi request failed: {described}", request_id=request_id)
-        raise exc  # KeyboardInterrupt, SystemExit: not ours to map
+        where = Failure(
+            self.base_url,
+            self.timeout_s,
+            self._secret,
+            request_id,
+            closed=self._closed,
+            cancelled=request.cancelled,
+            timed_out=request.timed_out,
+        )
+        return typed_error(exc, where)
 
 
 @functools.cache

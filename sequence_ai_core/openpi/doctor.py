@@ -21,7 +21,8 @@ from ..frames import RawFrame
 from ..policy import Policy
 from ..types import Observation, Proprioception
 from .backend import open_backend
-from .profiles import Profile, load_profile
+from .profiles import Profile
+from .user_profiles import load_profile
 
 _FIXED_SIZES = {"gripper": 1, "end_effector_pose": 7}
 
