@@ -7,15 +7,19 @@ import base64
 import contextlib
 import hashlib
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import msgpack
 import pytest
 from test_openpi_server import DROID, droid_observation
 
 import sequence_ai_core as sai
+from sequence_ai_core.errors import TLSError
 from sequence_ai_core.openpi.codec import packb
 from sequence_ai_core.openpi.errors import ServerRaised
 
@@ -66,12 +70,16 @@ class RawPeer:
     """A websocket server written on raw sockets: it completes the handshake (recording the
     request's headers), sends a valid metadata frame and then runs ``script``."""
 
-    def __init__(self, script: Script, *, status: int = 101) -> None:
+    def __init__(
+        self, script: Script, *, status: int = 101, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.script = script
         self.status = status
+        self.tls = tls
         self.headers: list[dict[str, str]] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"ws://127.0.0.1:{self._listener.getsockname()[1]}"
+        scheme = "wss" if tls else "ws"
+        self.url = f"{scheme}://127.0.0.1:{self._listener.getsockname()[1]}"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
@@ -86,6 +94,10 @@ class RawPeer:
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError, ConnectionError):
+            if self.tls is not None:
+                conn.settimeout(5.0)
+                conn = self.tls.wrap_socket(conn, server_side=True)
         with contextlib.suppress(OSError, ConnectionError), conn:
             request = b""
             while b"\r\n\r\n" not in request:
@@ -125,7 +137,7 @@ class RawPeer:
 
 
 @contextlib.contextmanager
-def raw_peer(script: Script, **kwargs: int) -> Iterator[RawPeer]:
+def raw_peer(script: Script, **kwargs: Any) -> Iterator[RawPeer]:
     peer = RawPeer(script, **kwargs)
     try:
         yield peer
@@ -267,3 +279,27 @@ def test_a_key_that_would_inject_a_header_is_refused_without_echoing_it() -> Non
     with pytest.raises(sai.SequencesError) as caught:
         sai.connect("ws://127.0.0.1:8000", profile="droid", api_key=KEY + "\r\nX-Evil: 1")
     assert KEY not in str(caught.value) and KEY not in repr(caught.value)
+
+
+def test_wss_verifies_the_servers_certificate(tmp_path: Path) -> None:
+    """A hosted openpi server behind TLS: trusted through verify=<CA>, else TLSError."""
+    from bench._common import self_signed_cert
+
+    cert, key = self_signed_cert(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    with raw_peer(answer_with(b"\xc1"), tls=context) as peer:
+        assert peer.url.startswith("wss://")
+        with (
+            sai.connect(peer.url, profile=DROID, api_key=KEY, verify=cert) as policy,
+            pytest.raises(sai.InvalidResponse),  # the TLS handshake and the websocket one passed
+        ):
+            policy.predict(droid_observation())
+        with (
+            sai.connect(peer.url, profile=DROID, api_key=KEY) as untrusting,
+            pytest.raises(TLSError) as caught,
+        ):
+            untrusting.describe()
+    assert peer.headers[0]["authorization"] == f"Api-Key {KEY}"
+    assert len(peer.headers) == 1  # the untrusted server never saw the request, nor the key
+    assert KEY not in str(caught.value)

@@ -78,6 +78,8 @@ def test_connect_by_url_reads_the_servers_metadata(server: PeerServer) -> None:
         assert entry.raw["action_space"] == "joint_velocity"
         assert entry.raw["gripper_dims"] == [7]
         assert policy.base_url == server.url
+        first = policy.next_action(droid_observation())  # the simple loop works the same
+        assert first.shape == (8,) and policy.buffered == 9 and policy.requests_sent == 1
 
 
 def test_predict_sends_droid_as_openpis_example_does(
