@@ -54,10 +54,10 @@ demo: $(VENV)/.core
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check sequence_ai_core sequence_ai_ros
+	$(BIN)/ruff format --check sequence_ai_core sequence_ai_sim sequence_ai_ros
 
 typecheck: $(VENV)/.test
-	$(BIN)/mypy sequence_ai_core
+	$(BIN)/mypy sequence_ai_core sequence_ai_sim
 
 pytest: $(VENV)/.test
 	SEQUENCE_AI_HUMBLE_RCLPY=$(HUMBLE_RCLPY)/rclpy $(BIN)/python -m pytest -q -m "not soak and not ros"

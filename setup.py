@@ -1,7 +1,8 @@
 """One setup.py for two audiences.
 
 colcon builds it as the ament_python package ``sequence_ai_ros``; ``pip install .`` gives plain
-Python users ``sequence_ai_core`` and the ``sequence-ai`` command without any ROS installed.
+Python users ``sequence_ai_core``, the simulator ``sequence_ai_sim`` and the ``sequence-ai``
+command without any ROS installed.
 
 The two differ only in where executables go, and that is decided here rather than in
 setup.cfg, because setup.cfg applies to every build: its ``[install] install_scripts`` put
@@ -57,8 +58,18 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["sequence_ai_core", "sequence_ai_core.*", PACKAGE]),
-    package_data={"sequence_ai_core": ["py.typed"]},
+    # The client, the gateway simulator (a package of its own, in the same distribution) and
+    # the ROS node.
+    packages=find_packages(
+        include=[
+            "sequence_ai_core",
+            "sequence_ai_core.*",
+            "sequence_ai_sim",
+            "sequence_ai_sim.*",
+            PACKAGE,
+        ]
+    ),
+    package_data={"sequence_ai_core": ["py.typed"], "sequence_ai_sim": ["py.typed"]},
     data_files=DATA_FILES,
     # httpx 0.25 (httpcore 0.18) is the oldest tested: its network backends carry the deadlines
     install_requires=["httpx>=0.25", "numpy>=1.21", "Pillow>=9.0"],

@@ -95,7 +95,7 @@ def self_signed_cert(directory: Path) -> tuple[str, str]:
 
 
 def _serve(conn: Any, options: dict[str, Any]) -> None:
-    from sequence_ai_core.sim import GatewaySimulator
+    from sequence_ai_sim import GatewaySimulator
 
     with GatewaySimulator(api_key=BENCH_KEY, **options) as sim:
         conn.send(sim.url)

@@ -20,9 +20,9 @@ import httpx
 from bench._common import BENCH_KEY, machine_note, mean, ms, quantile, ratio, self_signed_cert
 from bench._common import table as markdown_table
 from sequence_ai_core.policy import connect
-from sequence_ai_core.sim import GatewaySimulator, SimulatedArm
 from sequence_ai_core.types import Observation, full_model_id
 from sequence_ai_core.wire import encode_act_request
+from sequence_ai_sim import GatewaySimulator, SimulatedArm
 
 MODEL = "pi05-droid"
 #: TCP+TLS setup per new connection, measured against the real gateway.

@@ -30,9 +30,9 @@ from sequence_ai_core.engine import Tick
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.runner import drive
-from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimulatedArm
 from sequence_ai_core.stats import PlaybackStats
 from sequence_ai_core.types import FloatArray, Observation, Prediction
+from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm
 
 MEDIAN_S = 0.79
 STRATEGIES = {

@@ -18,8 +18,8 @@ from bench._common import machine_note, ratio
 from bench._common import table as markdown_table
 from bench.continuity import MEDIAN_S, STRATEGIES
 from bench.freshness import FULL_SECONDS, QUICK_SECONDS, Recording, record_strategies
-from sequence_ai_core.sim import CATALOGUE, reference_position
-from sequence_ai_core.sim.catalogue import SimModel
+from sequence_ai_sim import CATALOGUE, reference_position
+from sequence_ai_sim.catalogue import SimModel
 
 MODEL = "lingbot-va-5b"
 JOINT = 0

@@ -5,7 +5,7 @@ against the gateway simulator in real time (0.79 s refill) and every tick is rec
 it played, the chunk it came from, and how late the tick ran. Each recording is then
 replayed, on a virtual clock, through the node's own message builders
 (``sequence_ai_ros.conversions`` and ``trajectories``) into each controller model of
-``sequence_ai_core.sim.controllers`` at 500 Hz, in front of a servo lagging 30 ms. So every
+``sequence_ai_sim.controllers`` at 500 Hz, in front of a servo lagging 30 ms. So every
 row sees the same plan, and only the output type and the controller differ.
 
 Columns: tracking error = largest per-joint distance between the arm and the simulator's
@@ -28,12 +28,12 @@ from bench._common import table as markdown_table
 from bench.continuity import MEDIAN_S
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.policy import connect
-from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimulatedArm, reference_position
-from sequence_ai_core.sim.controlled import JUMP_RAD, SERVO_LAG_S, ControlledJoints
-from sequence_ai_core.sim.trajectory import Trajectory, TrajectoryPoint
 from sequence_ai_core.types import ABSOLUTE_SPACES, VELOCITY_SPACES, FloatArray
 from sequence_ai_ros import conversions as conv
 from sequence_ai_ros import trajectories as traj
+from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm, reference_position
+from sequence_ai_sim.controlled import JUMP_RAD, SERVO_LAG_S, ControlledJoints
+from sequence_ai_sim.trajectory import Trajectory, TrajectoryPoint
 
 MODELS = ("pi05-droid", "lingbot-va-5b")
 QUICK_SECONDS, FULL_SECONDS = 10.0, 30.0

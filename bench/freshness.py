@@ -30,8 +30,8 @@ from bench.continuity import MEDIAN_S, STRATEGIES, EmaPrefetch
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import connect
 from sequence_ai_core.runner import drive
-from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimulatedArm, reference_position
 from sequence_ai_core.types import FloatArray
+from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm, reference_position
 
 MODEL = "lingbot-va-5b"
 #: Seconds of motion per strategy. The figure uses the same runs (see record_strategies).

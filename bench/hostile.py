@@ -28,7 +28,7 @@ import httpx
 from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, table
 from sequence_ai_core import SequencesError, connect
 from sequence_ai_core.limits import MAX_BODY_BYTES
-from sequence_ai_core.sim import CATALOGUE, Fault, GatewaySimulator, SimulatedArm
+from sequence_ai_sim import CATALOGUE, Fault, GatewaySimulator, SimulatedArm
 
 MODELS = ["lingbot-vla-v2-6b", "pi05-droid", "lingbot-va-5b"]
 #: The baseline's request deadline: what the arm waited for before (30 s by default).

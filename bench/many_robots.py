@@ -24,9 +24,9 @@ from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio
 from bench._common import table as markdown_table
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import connect
-from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimulatedArm
-from sequence_ai_core.sim.responses import chunk_values
 from sequence_ai_core.types import FloatArray, Observation, Prediction
+from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm
+from sequence_ai_sim.responses import chunk_values
 
 MODEL = CATALOGUE["pi05-droid"]
 ROBOTS = 8

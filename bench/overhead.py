@@ -29,12 +29,12 @@ from sequence_ai_core.images import encode_image
 from sequence_ai_core.limits import MAX_STEPS
 from sequence_ai_core.policy import connect
 from sequence_ai_core.runner import drive
-from sequence_ai_core.sim import CATALOGUE, SimModel, SimulatedArm
-from sequence_ai_core.sim.catalogue import reference_chunk
-from sequence_ai_core.sim.responses import act_body
 from sequence_ai_core.source import DriverGuard
 from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Prediction
 from sequence_ai_core.wire import parse_prediction
+from sequence_ai_sim import CATALOGUE, SimModel, SimulatedArm
+from sequence_ai_sim.catalogue import reference_chunk
+from sequence_ai_sim.responses import act_body
 
 MODEL = CATALOGUE["lingbot-vla-v2-6b"]
 LOOP_HZ = 50.0

@@ -63,7 +63,7 @@ class _Rig:
         from rclpy.executors import SingleThreadedExecutor
         from std_msgs.msg import Float64MultiArray
 
-        from sequence_ai_core.sim import GatewaySimulator
+        from sequence_ai_sim import GatewaySimulator
 
         self.namespace = f"/bench{os.getpid()}_{int(control_hz)}"
         self.sim = GatewaySimulator(api_key=BENCH_KEY, latency_s=0.05).start()

@@ -37,8 +37,8 @@ from bench._common import BENCH_KEY, machine_note, ratio, table
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.policy import connect
 from sequence_ai_core.runner import drive
-from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimulatedArm
 from sequence_ai_core.types import FloatArray, Observation
+from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm
 
 MODEL = CATALOGUE["pi05-droid"]
 LATENCY_S, JITTER = 0.79, 0.3

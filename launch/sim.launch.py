@@ -31,7 +31,7 @@ from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
 from launch_ros.substitutions import ExecutableInPackage
 
-from sequence_ai_core.sim import CATALOGUE
+from sequence_ai_sim import CATALOGUE
 
 PACKAGE = "sequence_ai_ros"
 

@@ -148,7 +148,7 @@ def _cmd_openpi_doctor(args: argparse.Namespace, url: str) -> int:
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
-    from .sim import cli as sim_cli
+    from sequence_ai_sim import cli as sim_cli
 
     return int(sim_cli.run(args))
 
@@ -205,7 +205,7 @@ def _add_commands(parser: argparse.ArgumentParser, *, with_sim: bool) -> None:
     sim = commands.add_parser("sim", help="run the gateway simulator on loopback")
     if with_sim:
         # Imported only for this command, so the others work even without the simulator.
-        from .sim import cli as sim_cli
+        from sequence_ai_sim import cli as sim_cli
 
         sim_cli.add_arguments(sim)
     sim.set_defaults(handler=_cmd_sim)

@@ -19,9 +19,10 @@ import numpy as np
 from .catalogue import models
 from .outcome import SEAM_UNITS, RunOutcome
 from .policy import connect
-from .sim import CATALOGUE, GatewaySimulator, SimulatedArm
-from .sim.catalogue import reference_chunk
 from .types import FloatArray, Model
+
+# The simulator is imported where it is used, never at import time: the client package does
+# not depend on sequence_ai_sim (test/test_package_layout.py checks it).
 
 DEMO_KEY = "sk-demo-not-a-real-key"
 REFILL_S = 0.79
@@ -42,6 +43,8 @@ class Pair:
 
 def drive(url: str, model: str, prefetch: bool) -> RunOutcome:
     """One episode on a fresh arm; ``MOTION_S`` seconds of commands."""
+    from sequence_ai_sim import CATALOGUE, SimulatedArm
+
     arm = SimulatedArm(model)
     with connect(model, api_key=DEMO_KEY, base_url=url, allow_insecure_http=True) as policy:
         return policy.run(
@@ -107,6 +110,9 @@ class Progress:
 
 def in_chunk_step(model: str) -> float:
     """Largest per-joint change between consecutive steps of the simulator's reference."""
+    from sequence_ai_sim import CATALOGUE
+    from sequence_ai_sim.catalogue import reference_chunk
+
     values = reference_chunk(CATALOGUE[model], time.time(), 300)[:, :-1]  # joints, no gripper
     return float(np.abs(np.diff(values, axis=0)).max())
 
@@ -125,6 +131,8 @@ def pct(value: float) -> str:
 
 
 def print_comparison(results: dict[str, Pair]) -> None:
+    from sequence_ai_sim import CATALOGUE
+
     print(
         f"{'model':28} {'chunk':>6} {'run()':>7} {'closed loop':>12} {'(long run)':>10}  underruns"
     )
@@ -142,6 +150,8 @@ def print_comparison(results: dict[str, Pair]) -> None:
 
 def next_action_loop(url: str, steps: int = 20) -> None:
     """The simple loop: one call per action; it blocks for a whole refill when empty."""
+    from sequence_ai_sim import CATALOGUE, SimulatedArm
+
     model = "pi05-droid"
     arm = SimulatedArm(model)
     period = 1.0 / CATALOGUE[model].control_hz
@@ -164,6 +174,8 @@ def next_action_loop(url: str, steps: int = 20) -> None:
 
 
 def main() -> int:
+    from sequence_ai_sim import CATALOGUE, GatewaySimulator
+
     print("sequence-ai demo: a simulated gateway and arm, no key, no network, no robot.")
     with GatewaySimulator(api_key=DEMO_KEY, latency_s=REFILL_S, workers=8) as sim:
         print(f"\nSimulated gateway at {sim.url}, {REFILL_S} s per refill.\n\nCatalogue:")

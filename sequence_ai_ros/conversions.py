@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from sequence_ai_core.sim.trajectory import Trajectory, TrajectoryPoint
 from sequence_ai_core.types import ABSOLUTE_SPACES, DELTA_SPACES, VELOCITY_SPACES, FloatArray
+
+if TYPE_CHECKING:  # only the simulated arm uses the simulator; the policy node never loads it
+    from sequence_ai_sim.trajectory import Trajectory
 
 
 class InputProblem(ValueError):
@@ -203,6 +205,8 @@ def _nanoseconds(stamp: Any) -> int:
 
 def controller_trajectory(msg: Any) -> Trajectory:
     """A trajectory_msgs/JointTrajectory as the simulated controllers take it."""
+    from sequence_ai_sim.trajectory import Trajectory, TrajectoryPoint
+
     points = tuple(
         TrajectoryPoint(
             tuple(float(v) for v in p.positions),

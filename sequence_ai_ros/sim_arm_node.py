@@ -2,7 +2,7 @@
 
 Publishes ``joint_states`` and one camera topic per model view, and follows commands of the
 same type the policy node publishes (``command``, plus ``gripper_command`` when the gripper
-is split off). Built on ``sequence_ai_core.sim.SimulatedArm``. The ``controller`` parameter
+is split off). Built on ``sequence_ai_sim.SimulatedArm``. The ``controller`` parameter
 puts a ros2_control controller model in front of the joints (``forward_command`` takes
 Float64MultiArray, the ``jtc_*`` models JointTrajectory), which accepts and rejects what
 the real controller does and logs its messages.
@@ -24,10 +24,10 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from sequence_ai_core.sim import SimulatedArm
-from sequence_ai_core.sim.controllers import CONTROLLER_MODELS
 from sequence_ai_core.types import VELOCITY_SPACES, FloatArray
 from sequence_ai_ros.conversions import controller_trajectory
+from sequence_ai_sim import SimulatedArm
+from sequence_ai_sim.controllers import CONTROLLER_MODELS
 
 _COMMAND_TYPES = {
     "float64_multi_array": Float64MultiArray,

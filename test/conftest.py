@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sequence_ai_core.sim import GatewaySimulator
+from sequence_ai_sim import GatewaySimulator
 
 TEST_KEY = "sk-test-0123456789abcdef"
 

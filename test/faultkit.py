@@ -20,8 +20,8 @@ from sequence_ai_core import ImageFrame, Observation, Proprioception, SequencesE
 from sequence_ai_core.images import encode_image
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import Policy
-from sequence_ai_core.sim import CATALOGUE, Fault, GatewaySimulator
 from sequence_ai_core.types import FloatArray
+from sequence_ai_sim import CATALOGUE, Fault, GatewaySimulator
 
 MODEL = "lingbot-vla-v2-6b"  # 30 Hz: the catalogue's fastest control rate
 DIM = CATALOGUE[MODEL].action_dim

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sequence_ai_core.sim import CATALOGUE
+from sequence_ai_sim import CATALOGUE
 
 #: Property-based examples per hostile property (derandomized); the README quotes the total.
 HOSTILE_EXAMPLES = {"encodings": 60, "echoed_bodies": 120, "validate_verdicts": 40}

@@ -16,7 +16,7 @@ from conftest import TEST_KEY
 
 from sequence_ai_core.cli import main
 from sequence_ai_core.credentials import credentials_path, resolve_api_key
-from sequence_ai_core.sim import GatewaySimulator
+from sequence_ai_sim import GatewaySimulator
 
 
 def test_models_prints_a_table(sim: GatewaySimulator, capsys: pytest.CaptureFixture[str]) -> None:

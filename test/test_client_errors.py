@@ -21,8 +21,8 @@ from sequence_ai_core.errors import (
     Unavailable,
 )
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.sim import Fault, GatewaySimulator
 from sequence_ai_core.types import Observation, Proprioception
+from sequence_ai_sim import Fault, GatewaySimulator
 
 OBS = Observation(Proprioception([0.0] * 7))
 

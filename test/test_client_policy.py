@@ -23,8 +23,8 @@ from sequence_ai_core.errors import (
 )
 from sequence_ai_core.images import encode_image
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.sim import Fault, GatewaySimulator
 from sequence_ai_core.types import FloatArray, Observation, Proprioception
+from sequence_ai_sim import Fault, GatewaySimulator
 
 
 def observation(views: tuple[str, ...] = ("exterior_1", "wrist_left")) -> Observation:

@@ -14,9 +14,9 @@ from conftest import TEST_KEY
 from sequence_ai_core.catalogue import models
 from sequence_ai_core.errors import TLSError, Unavailable
 from sequence_ai_core.policy import connect
-from sequence_ai_core.sim import GatewaySimulator
 from sequence_ai_core.transport import DEFAULT_BASE_URL, resolve_base_url
 from sequence_ai_core.types import Observation, Proprioception
+from sequence_ai_sim import GatewaySimulator
 
 OBS = Observation(Proprioception([0.0] * 7))
 

@@ -24,7 +24,7 @@ from PIL import Image
 
 from sequence_ai_core import ImageFrame, Observation, Proprioception, connect, encode_image
 from sequence_ai_core.images import image_bytes
-from sequence_ai_core.sim import GatewaySimulator
+from sequence_ai_sim import GatewaySimulator
 
 
 def _jpeg() -> bytes:

@@ -17,8 +17,8 @@ from sequence_ai_core.engine import PlaybackEngine
 from sequence_ai_core.errors import InvalidRequest
 from sequence_ai_core.frames import RawFrame
 from sequence_ai_core.policy import connect
-from sequence_ai_core.sim import GatewaySimulator
 from sequence_ai_core.types import Observation, Proprioception
+from sequence_ai_sim import GatewaySimulator
 
 HANG_GUARD_S = 10.0
 
@@ -85,4 +85,4 @@ def test_a_bad_frame_ends_the_run_as_an_invalid_request_and_sends_nothing(
         assert engine.wait_idle(HANG_GUARD_S)
         with pytest.raises(InvalidRequest, match="uint8"):
             engine.tick(0.1, observe)
-    assert sim.received == []
+    assert sim.received == ()

@@ -20,9 +20,9 @@ from sequence_ai_core.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.errors import InvalidResponse
 from sequence_ai_core.plan import ChunkPlan, prepare
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.sim import Fault, GatewaySimulator, SimModel
 from sequence_ai_core.source import DriverGuard
 from sequence_ai_core.types import ActionChunk, FloatArray, Observation, Prediction, Proprioception
+from sequence_ai_sim import Fault, GatewaySimulator, SimModel
 
 HANG_GUARD_S = 10.0
 DELTA_MODEL = SimModel(

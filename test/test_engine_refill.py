@@ -15,8 +15,8 @@ from conftest import TEST_KEY
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.errors import InvalidResponse, OutOfCredit, Unavailable
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.sim import Fault, GatewaySimulator, SimModel
 from sequence_ai_core.types import Observation, Proprioception
+from sequence_ai_sim import Fault, GatewaySimulator, SimModel
 
 HANG_GUARD_S = 10.0
 #: 50 Hz x 5 steps = 0.1 s chunks: shorter than any round trip below.

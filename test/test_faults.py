@@ -46,7 +46,7 @@ from sequence_ai_core import (
 from sequence_ai_core.limits import MAX_STEPS
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import connect
-from sequence_ai_core.sim import CATALOGUE, Fault, GatewaySimulator
+from sequence_ai_sim import CATALOGUE, Fault, GatewaySimulator
 
 __all__ = ["harness"]  # the fixture, imported for pytest to find
 

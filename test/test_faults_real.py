@@ -26,7 +26,7 @@ from faultkit import (
 from sequence_ai_core import SequencesError, Unavailable
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import connect
-from sequence_ai_core.sim import GatewaySimulator
+from sequence_ai_sim import GatewaySimulator
 
 __all__ = ["harness"]  # the fixture, imported for pytest to find
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import TEST_KEY
 
 import sequence_ai_core as sai
-from sequence_ai_core.sim import Fault, GatewaySimulator, SimulatedArm
+from sequence_ai_sim import Fault, GatewaySimulator, SimulatedArm
 
 
 def quick_run(
@@ -101,7 +101,7 @@ def test_an_unreachable_gateway_is_reported_once(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import sequence_ai_core as sai
-        from sequence_ai_core.sim import SimulatedArm
+        from sequence_ai_sim import SimulatedArm
         arm = SimulatedArm("pi05-droid")
         with sai.connect("pi05-droid", api_key="k", base_url="http://127.0.0.1:1") as policy:
             print(policy.run(arm.observe, arm.act, max_actions=3, validate=lambda a: True))

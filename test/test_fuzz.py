@@ -29,7 +29,6 @@ from sequence_ai_core import (
 )
 from sequence_ai_core.errors import error_from_response
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.sim import Fault, GatewaySimulator
 from sequence_ai_core.types import (
     ACTION_SPACES,
     Observation,
@@ -37,6 +36,7 @@ from sequence_ai_core.types import (
     Proprioception,
 )
 from sequence_ai_core.wire import parse_prediction
+from sequence_ai_sim import Fault, GatewaySimulator
 
 #: Examples per property; the README quotes the total.
 FUZZ_EXAMPLES = {

@@ -26,9 +26,9 @@ from sequence_ai_core.errors import SequencesError
 from sequence_ai_core.images import encode_image
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.sim import GatewaySimulator
 from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Proprioception
 from sequence_ai_core.wire import encode_observation
+from sequence_ai_sim import GatewaySimulator
 
 __all__ = ["gateway", "policy"]  # the fixtures, imported for pytest to find
 INPUT_EXAMPLES = {"observations": 100, "observation_images": 80, "images": 80}

@@ -33,7 +33,7 @@ from sequence_ai_core import (
 )
 from sequence_ai_core.credentials import resolve_api_key
 from sequence_ai_core.errors import ConfigurationError
-from sequence_ai_core.sim import Fault, GatewaySimulator
+from sequence_ai_sim import Fault, GatewaySimulator
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -213,7 +213,7 @@ import sys
 sys.path.insert(0, {test_dir!r})
 from faultkit import MODEL, OBSERVATION
 from sequence_ai_core import connect
-from sequence_ai_core.sim import GatewaySimulator
+from sequence_ai_sim import GatewaySimulator
 KEY = "sk-test-0123456789abcdef"
 with GatewaySimulator(api_key=KEY, latency_s=0.01) as sim, connect(
     MODEL, api_key=KEY, base_url=sim.url

@@ -37,7 +37,7 @@ from test_fuzz import fuzz
 from sequence_ai_core import InvalidResponse, SequencesError, Unavailable, connect
 from sequence_ai_core.errors import Stalled
 from sequence_ai_core.limits import MAX_BODY_BYTES, MAX_STEPS
-from sequence_ai_core.sim import CATALOGUE, GatewaySimulator
+from sequence_ai_sim import CATALOGUE, GatewaySimulator
 
 HZ = CATALOGUE[MODEL].control_hz
 #: Every test also runs under faultkit's harness: no thread or socket outlives it, and the

@@ -93,6 +93,11 @@ def test_pip_install_puts_sequence_ai_on_path(
     assert shown.returncode == 0 and "Name: sequence" in shown.stdout
     imported = _run([str(stock_venv / "bin" / "python"), "-c", "import sequence_ai_core"])
     assert imported.returncode == 0, imported.stderr
+    # The simulator: a package of its own in the same distribution, typed, runnable as a module.
+    sim_help = _run([python, "-m", "sequence_ai_sim", "--help"])
+    assert sim_help.returncode == 0, sim_help.stderr
+    assert "--cold-start" in sim_help.stdout
+    assert "sequence_ai_sim/py.typed," in record.read_text()
     # No openpi extra here: its profiles import, a ws:// URL names the extra to install.
     script = (
         "import importlib.util, sequence_ai_core as s\n"
@@ -123,6 +128,7 @@ def test_colcon_style_install_keeps_ros_executables_in_lib(
     on_path = prefix / "bin" / "sequence-ai"  # colcon puts <prefix>/bin on PATH
     assert on_path.is_file() and os.access(on_path, os.X_OK)
     site = next(prefix.glob("lib/python3*/site-packages"))
+    assert (site / "sequence_ai_sim" / "py.typed").is_file()
     helped = _run(
         [str(stock_venv / "bin" / "python"), str(on_path), "--help"],
         env=dict(os.environ, PYTHONPATH=str(site)),

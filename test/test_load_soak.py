@@ -18,10 +18,10 @@ from conftest import TEST_KEY
 from faultkit import camera_frames, wait_until
 
 from sequence_ai_core.policy import connect
-from sequence_ai_core.sim import CATALOGUE, GatewaySimulator
-from sequence_ai_core.sim.responses import chunk_values
 from sequence_ai_core.stats import SampleWindow
 from sequence_ai_core.types import FloatArray, Observation, Prediction, Proprioception
+from sequence_ai_sim import CATALOGUE, GatewaySimulator
+from sequence_ai_sim.responses import chunk_values
 
 MODEL = "lingbot-vla-v2-6b"
 SIM_MODEL = CATALOGUE[MODEL]
@@ -173,7 +173,7 @@ class SoakProbe:
     def act(self, action: FloatArray) -> None:
         self.acted += 1
         if self.acted % SAMPLE_EVERY == 0:
-            self.sim.received.clear()  # the simulator's request log is not the client's memory
+            self.sim.clear_received()  # the simulator's request log is not the client's memory
             gc.collect()  # count what is still referenced, not garbage awaiting collection
             current, _ = tracemalloc.get_traced_memory()
             self.samples.append((self.chunks, current, threading.active_count()))

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from sequence_ai_core.sim import CATALOGUE
 from sequence_ai_ros import params
+from sequence_ai_sim import CATALOGUE
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON_KIND = {"bool": bool, "integer": int, "double": float, "string": str}
@@ -88,9 +88,9 @@ def test_jtc_snippets_take_what_the_node_sends_by_default(name: str, distro: str
     output for pi05-droid (the rest of a chunk, positions only)."""
     import numpy as np
 
-    from sequence_ai_core.sim.controllers import JtcSettings, validate_trajectory
-    from sequence_ai_core.sim.trajectory import Trajectory, TrajectoryPoint
     from sequence_ai_ros import trajectories as traj
+    from sequence_ai_sim.controllers import JtcSettings, validate_trajectory
+    from sequence_ai_sim.trajectory import Trajectory, TrajectoryPoint
 
     document = _controllers(name)
     manager = document["controller_manager"]["ros__parameters"]

@@ -20,8 +20,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from sequence_ai_core.sim import GatewaySimulator
-from sequence_ai_core.sim.faults import Fault
+from sequence_ai_sim import GatewaySimulator
+from sequence_ai_sim.faults import Fault
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
 __all__ = ["tier"]

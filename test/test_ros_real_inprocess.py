@@ -19,7 +19,7 @@ from realros import Recording, ros_context, wait_for
 from std_msgs.msg import Float64MultiArray
 
 from sequence_ai_core.policy import Policy
-from sequence_ai_core.sim import GatewaySimulator
+from sequence_ai_sim import GatewaySimulator
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
 JOINTS = [f"joint_{i + 1}" for i in range(7)]

@@ -15,7 +15,7 @@ from realros import Tier, tier, wait_for
 from realros.nodes import PolicyNode, sim_arm
 from std_msgs.msg import Float64MultiArray
 
-from sequence_ai_core.sim import GatewaySimulator
+from sequence_ai_sim import GatewaySimulator
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
 __all__ = ["tier"]

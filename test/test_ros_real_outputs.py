@@ -19,8 +19,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
-from sequence_ai_core.sim import GatewaySimulator
-from sequence_ai_core.sim.catalogue import find_model
+from sequence_ai_sim import GatewaySimulator
+from sequence_ai_sim.catalogue import find_model
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
 __all__ = ["tier"]

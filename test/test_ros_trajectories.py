@@ -1,7 +1,7 @@
 """The node's joint_trajectory output against the controller models: what it builds is
 accepted by Humble's and Jazzy's default joint_trajectory_controller, is played at the times
 the engine planned, and every point is checked like a single action. ROS-free: messages are
-Humble's definitions (rosbags), the controllers the models in sequence_ai_core.sim."""
+Humble's definitions (rosbags), the controllers the models in sequence_ai_sim."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import humble_messages as messages
 import numpy as np
 import pytest
 
-from sequence_ai_core.sim.controlled import ControlledJoints
-from sequence_ai_core.sim.controllers import humble_defaults, jazzy_defaults, validate_trajectory
 from sequence_ai_ros import conversions as conv
 from sequence_ai_ros import params
 from sequence_ai_ros import trajectories as traj
 from sequence_ai_ros.hold import hold_command
 from sequence_ai_ros.safety import SafetyChecks
+from sequence_ai_sim.controlled import ControlledJoints
+from sequence_ai_sim.controllers import humble_defaults, jazzy_defaults, validate_trajectory
 
 JOINTS = [f"joint_{i + 1}" for i in range(7)]
 PERIOD = 1 / 15

@@ -17,8 +17,8 @@ from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.errors import InvalidRequest, OutOfCredit, SequencesError
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.sim import Fault, GatewaySimulator, SimulatedArm
 from sequence_ai_core.types import FloatArray, Observation, Proprioception
+from sequence_ai_sim import Fault, GatewaySimulator, SimulatedArm
 
 MODEL = "lingbot-vla-v2-6b"  # 30 Hz: short runs
 

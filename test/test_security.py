@@ -27,9 +27,9 @@ from sequence_ai_core.catalogue import models
 from sequence_ai_core.cli import main
 from sequence_ai_core.errors import SequencesError
 from sequence_ai_core.policy import connect
-from sequence_ai_core.sim import Fault, GatewaySimulator
-from sequence_ai_core.sim import cli as sim_cli
 from sequence_ai_core.types import Observation, Proprioception
+from sequence_ai_sim import Fault, GatewaySimulator
+from sequence_ai_sim import cli as sim_cli
 
 MODEL = "lingbot-vla-v2-6b"
 OBSERVATION = Observation(Proprioception([0.0] * 7))
@@ -70,7 +70,7 @@ def test_key_absent_from_every_log_and_output_of_a_busy_session(
     texts += [out, err, caplog.text]
     texts += [repr(record.args) for record in caplog.records]
     assert {r.name.split(".")[0] for r in caplog.records} >= {"httpx", "httpcore"}
-    assert any(r.name.startswith("sequence_ai_core.sim") for r in caplog.records)
+    assert any(r.name.startswith("sequence_ai_sim") for r in caplog.records)
     assert_key_absent(texts)
 
 
@@ -295,12 +295,12 @@ def test_simulator_stats_refused_to_non_loopback_clients() -> None:
 def test_simulator_never_logs_authorization(
     clean_env: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="sequence_ai_core.sim")
+    caplog.set_level(logging.DEBUG, logger="sequence_ai_sim")
     with GatewaySimulator(api_key=TEST_KEY) as sim, httpx.Client(base_url=sim.url) as http:
         for key in (TEST_KEY, "sk-wrong-0000"):
             http.post("/v1/act", json={}, headers={"Authorization": f"Bearer {key}"})
     out, err = capfd.readouterr()
-    records = [r for r in caplog.records if r.name.startswith("sequence_ai_core.sim")]
+    records = [r for r in caplog.records if r.name.startswith("sequence_ai_sim")]
     assert records  # the simulator does log requests at DEBUG...
     for text in (out, err, caplog.text):
         assert TEST_KEY not in text and "sk-wrong-0000" not in text  # ...but never the key

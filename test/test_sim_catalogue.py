@@ -6,9 +6,9 @@ import httpx
 import numpy as np
 import pytest
 
-from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimModel, reference_position
-from sequence_ai_core.sim.catalogue import reference_action, reference_chunk
 from sequence_ai_core.types import ACTION_SPACES, MODEL_PREFIX
+from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimModel, reference_position
+from sequence_ai_sim.catalogue import reference_action, reference_chunk
 
 T0 = 1_764_480_000.0  # a fixed wall time (late 2025)
 

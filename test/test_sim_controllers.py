@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sequence_ai_core.sim.controlled import ControlledJoints
-from sequence_ai_core.sim.controllers import (
+from sequence_ai_sim.controlled import ControlledJoints
+from sequence_ai_sim.controllers import (
     humble_defaults,
     jazzy_defaults,
     validate_trajectory,
 )
-from sequence_ai_core.sim.trajectory import Trajectory, TrajectoryPoint
+from sequence_ai_sim.trajectory import Trajectory, TrajectoryPoint
 
 JOINTS = ("joint_1", "joint_2", "joint_3")
 NOW = 1_800_000_000.0  # seconds on the ROS clock

@@ -11,7 +11,7 @@ import pytest
 from conftest import TEST_KEY
 from test_sim_server import act_request, client
 
-from sequence_ai_core.sim import Fault, GatewaySimulator
+from sequence_ai_sim import Fault, GatewaySimulator
 
 
 def post(sim: GatewaySimulator, http: httpx.Client, **options: Any) -> httpx.Response:

@@ -9,9 +9,9 @@ import pytest
 from conftest import TEST_KEY
 from test_sim_server import PI05, act_request, client
 
-from sequence_ai_core.sim import CATALOGUE, GatewaySimulator, SimulatedArm, reference_position
-from sequence_ai_core.sim.arm import COMMAND_TIMEOUT_S
 from sequence_ai_core.types import MODEL_PREFIX
+from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm, reference_position
+from sequence_ai_sim.arm import COMMAND_TIMEOUT_S
 
 
 def steps_of(sim: GatewaySimulator, request: dict[str, object]) -> np.ndarray:

@@ -15,8 +15,8 @@ import pytest
 from conftest import TEST_KEY
 from PIL import Image
 
-from sequence_ai_core.sim import GatewaySimulator
 from sequence_ai_core.types import MODEL_PREFIX
+from sequence_ai_sim import GatewaySimulator
 
 PI05 = MODEL_PREFIX + "pi05-droid"
 AUTH = {"Authorization": f"Bearer {TEST_KEY}"}
@@ -89,7 +89,7 @@ def test_missing_or_wrong_key_is_401(sim: GatewaySimulator, headers: dict[str, s
     assert response.status_code == 401
     assert response.json()["code"] == "unauthenticated"
     assert response.json()["retryable"] is False
-    assert sim.received == []
+    assert sim.received == ()
 
 
 def test_no_key_configured_means_no_auth() -> None:

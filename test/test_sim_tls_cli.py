@@ -16,8 +16,8 @@ import pytest
 from conftest import TEST_KEY
 from test_sim_server import act_request
 
-from sequence_ai_core.sim import GatewaySimulator
-from sequence_ai_core.sim.cli import add_arguments
+from sequence_ai_sim import GatewaySimulator
+from sequence_ai_sim.cli import add_arguments
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def test_tls_needs_cert_and_key_together(certificate: tuple[str, str]) -> None:
 
 
 def _start_cli(*extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "sequence_ai_core.sim", "--port", "0", *extra]
+    command = [sys.executable, "-m", "sequence_ai_sim", "--port", "0", *extra]
     return subprocess.Popen(
         command,
         cwd=REPO,
@@ -120,7 +120,7 @@ def test_cli_sigint_is_a_clean_exit_too() -> None:
 def test_cli_refuses_to_run_without_a_key() -> None:
     env = {key: value for key, value in os.environ.items() if key != "SEQUENCES_SIM_API_KEY"}
     result = subprocess.run(
-        [sys.executable, "-m", "sequence_ai_core.sim", "--port", "0"],
+        [sys.executable, "-m", "sequence_ai_sim", "--port", "0"],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -14,8 +14,8 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
-from sequence_ai_core.sim import GatewaySimulator
-from sequence_ai_core.sim.catalogue import find_model
+from sequence_ai_sim import GatewaySimulator
+from sequence_ai_sim.catalogue import find_model
 
 from . import RosProcess, Tier, wait_for
 

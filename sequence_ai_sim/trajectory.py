@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..types import FloatArray
+from sequence_ai_core.types import FloatArray
 
 
 @dataclass(frozen=True)

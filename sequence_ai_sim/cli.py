@@ -1,6 +1,6 @@
 """``sequence-ai sim``: run the gateway simulator until SIGINT/SIGTERM.
 
-Also runnable as ``python -m sequence_ai_core.sim``.
+Also runnable as ``python -m sequence_ai_sim``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import threading
 from types import FrameType
 from typing import Any
 
-from ..transport import resolve_base_url
+from sequence_ai_core.transport import resolve_base_url
+
 from .server import GatewaySimulator
 
 KEY_ENV = "SEQUENCES_SIM_API_KEY"
@@ -201,8 +202,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..cli import OneLineErrorParser
+    from sequence_ai_core.cli import OneLineErrorParser
 
-    parser = OneLineErrorParser(prog="python -m sequence_ai_core.sim", description=__doc__)
+    parser = OneLineErrorParser(prog="python -m sequence_ai_sim", description=__doc__)
     add_arguments(parser)
     return run(parser.parse_args(argv))

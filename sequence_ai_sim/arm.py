@@ -13,7 +13,7 @@ import time
 import numpy as np
 import numpy.typing as npt
 
-from ..types import (
+from sequence_ai_core.types import (
     DELTA_SPACES,
     VELOCITY_SPACES,
     FloatArray,
@@ -21,6 +21,7 @@ from ..types import (
     Observation,
     Proprioception,
 )
+
 from .catalogue import CATALOGUE, SimModel, find_model, reference_position
 from .controlled import CONTROLLER_HZ, SERVO_LAG_S, ControlledJoints
 from .controllers import CONTROLLER_MODELS
@@ -35,7 +36,7 @@ COMMAND_TIMEOUT_S = 0.25
 
 def _encode_jpeg(image: npt.NDArray[np.uint8], view: str, stamp_ms: int) -> ImageFrame:
     try:
-        from ..images import encode_image
+        from sequence_ai_core.images import encode_image
     except ImportError:
         from PIL import Image
 

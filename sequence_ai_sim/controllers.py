@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..types import FloatArray
+from sequence_ai_core.types import FloatArray
+
 from .trajectory import ActiveTrajectory, JointSample, Trajectory, TrajectoryPoint
 
 #: ``std::numeric_limits<float>::epsilon()``, Jazzy's threshold for "non-zero" end velocity.

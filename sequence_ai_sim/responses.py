@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..types import ABSOLUTE_SPACES, FloatArray
+from sequence_ai_core.types import ABSOLUTE_SPACES, FloatArray
+
 from .catalogue import CATALOGUE, SimModel, reference_chunk, reference_position
 from .faults import Fault
 

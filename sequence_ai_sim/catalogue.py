@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..types import MODEL_PREFIX, VELOCITY_SPACES, FloatArray, short_model_id
+from sequence_ai_core.types import MODEL_PREFIX, VELOCITY_SPACES, FloatArray, short_model_id
 
 #: Wall-clock origin of the trajectory. Subtracting it keeps the sine arguments small, so
 #: float64 keeps micro-radian precision for current epoch times.

@@ -15,10 +15,11 @@ import socket
 import struct
 import time
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .faults import BODY_KINDS, EARLY_KINDS, Fault
+from .listener import Listener
 from .responses import (
     RequestRejected,
     act_body,
@@ -33,9 +34,7 @@ from .responses import (
     older_error_body,
     resolve_model,
 )
-
-if TYPE_CHECKING:
-    from .server import GatewaySimulator, _Server
+from .state import SimSettings, SimState
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +51,13 @@ class GatewayHandler(BaseHTTPRequestHandler):
     # Headers and body are separate writes; with Nagle on, the body waits for the client's
     # delayed ACK: measured +43 ms per request on a kept-alive loopback connection.
     disable_nagle_algorithm = True
-    server: _Server
+    server: Listener
 
     # ----------------------------------------------------------------- connection
     def setup(self) -> None:
-        self.sim: GatewaySimulator = self.server.sim
-        self.conn_id = self.sim._open_connection(self.request)
+        self.state: SimState = self.server.state
+        self.settings: SimSettings = self.state.settings
+        self.conn_id = self.state.open_connection(self.request)
         self.conn_requests = 0
         try:
             do_handshake = getattr(self.request, "do_handshake", None)
@@ -66,7 +66,7 @@ class GatewayHandler(BaseHTTPRequestHandler):
                 do_handshake()
                 self.request.settimeout(None)
         except BaseException:
-            self.sim._close_connection(self.conn_id)
+            self.state.close_connection(self.conn_id)
             raise
         super().setup()
 
@@ -75,17 +75,17 @@ class GatewayHandler(BaseHTTPRequestHandler):
             with contextlib.suppress(OSError, ValueError):
                 super().finish()
         finally:
-            self.sim._close_connection(self.conn_id)
+            self.state.close_connection(self.conn_id)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("sim %s: %s", self.address_string(), format % args)
 
     def _start_request(self, *, act: bool) -> str:
-        if self.conn_requests == 0 and self.sim.connect_delay_s > 0:
+        if self.conn_requests == 0 and self.settings.connect_delay_s > 0:
             # Handshake cost is paid once per new connection, before its first answer.
-            self.sim._wait(self.sim.connect_delay_s)
+            self.state.wait(self.settings.connect_delay_s)
         self.conn_requests += 1
-        self.sim._count_request(self.conn_id, act=act)
+        self.state.count_request(self.conn_id, act=act)
         rid = self.headers.get("X-Seq-Request-Id")
         return rid if rid else f"sim-{secrets.token_hex(4)}"
 
@@ -102,7 +102,7 @@ class GatewayHandler(BaseHTTPRequestHandler):
         reset: bool = False,
         close: bool = False,
     ) -> None:
-        self.sim._count_status(status)
+        self.state.count_status(status)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -125,7 +125,7 @@ class GatewayHandler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(payload).encode(), request_id=request_id, **kwargs)
 
     def _send_error(self, error: RequestRejected, request_id: str, **kwargs: Any) -> None:
-        if self.sim.error_shape == "older":
+        if self.settings.error_shape == "older":
             body = older_error_body(error.status, error.detail, **error.extra)
         else:
             body = error_body(
@@ -137,7 +137,7 @@ class GatewayHandler(BaseHTTPRequestHandler):
     def _write_slowly(self, body: bytes, seconds: float) -> None:
         piece = max(1, math.ceil(len(body) / _SLOW_PIECES))
         for start in range(0, len(body), piece):
-            if start and self.sim._wait(seconds / _SLOW_PIECES):
+            if start and self.state.wait(seconds / _SLOW_PIECES):
                 self._abort_connection()
                 return
             self.wfile.write(body[start : start + piece])
@@ -155,12 +155,12 @@ class GatewayHandler(BaseHTTPRequestHandler):
         rid = self._start_request(act=False)
         if url.path == "/v1/models":
             endpoint = parse_qs(url.query).get("endpoint", [None])[0]
-            self._send_json(200, models_body(self.sim.models, endpoint), request_id=rid)
+            self._send_json(200, models_body(self.settings.models, endpoint), request_id=rid)
         elif url.path == "/sim/stats":
             if not self.client_address[0].startswith(_LOOPBACK):
                 self._send_error(RequestRejected(403, "stats are loopback only"), rid)
             else:
-                self._send_json(200, self.sim.stats(), request_id=rid)
+                self._send_json(200, self.state.stats(), request_id=rid)
         elif url.path == "/v1/act":
             self._send_error(RequestRejected(405, "use POST /v1/act"), rid)
         else:
@@ -175,8 +175,8 @@ class GatewayHandler(BaseHTTPRequestHandler):
         if path != "/v1/act":
             self._send_error(RequestRejected(404 if path != "/v1/models" else 405, "no route"), rid)
             return
-        fault = self.sim._take_fault()
-        if fault is not None and fault.kind == "timeout" and self.sim._wait(fault.seconds):
+        fault = self.state.take_fault()
+        if fault is not None and fault.kind == "timeout" and self.state.wait(fault.seconds):
             return
         if fault is not None and fault.kind in EARLY_KINDS:
             self._send_early_fault(fault, rid)
@@ -196,10 +196,9 @@ class GatewayHandler(BaseHTTPRequestHandler):
         if length < 0:
             self._send_error(RequestRejected(411, "Content-Length required"), rid, close=True)
             return None
-        if length > self.sim.max_body_bytes:
-            error = RequestRejected(
-                413, f"body of {length} bytes exceeds {self.sim.max_body_bytes}"
-            )
+        limit = self.settings.max_body_bytes
+        if length > limit:
+            error = RequestRejected(413, f"body of {length} bytes exceeds {limit}")
             if length <= _DISCARD_LIMIT:
                 self._discard(length)
                 self._send_error(error, rid)
@@ -262,7 +261,7 @@ class GatewayHandler(BaseHTTPRequestHandler):
     # ----------------------------------------------------------------- /v1/act
     def _act(self, raw: bytes, rid: str, fault: Fault | None) -> None:
         arrival_wall, arrival = time.time(), time.monotonic()
-        if not self.sim._key_ok(self.headers.get("Authorization")):
+        if not self.settings.key_ok(self.headers.get("Authorization")):
             raise RequestRejected(401, "missing or invalid API key")
         try:
             request = json.loads(raw)
@@ -271,36 +270,37 @@ class GatewayHandler(BaseHTTPRequestHandler):
         if not isinstance(request, dict):
             raise RequestRejected(400, "body must be a JSON object", code="invalid_json")
         options = {k: v for k, v in request.items() if k not in ("model", "observation")}
-        record: dict[str, Any] = {
-            "t": arrival,
-            "model": request.get("model"),
-            "observation": request.get("observation"),
-            "options": options,
-            "connection": self.conn_id,
-            "request_id": rid,
-            "status": None,
-        }
-        self.sim.received.append(record)
+        serial = self.state.record(
+            {
+                "t": arrival,
+                "model": request.get("model"),
+                "observation": request.get("observation"),
+                "options": options,
+                "connection": self.conn_id,
+                "request_id": rid,
+                "status": None,
+            }
+        )
         try:
-            self._answer_act(request, options, record, raw, rid, fault, arrival_wall)
+            self._answer_act(request, options, serial, raw, rid, fault, arrival_wall)
         except RequestRejected as error:
-            record["status"] = error.status
+            self.state.update_record(serial, status=error.status)
             raise
 
     def _answer_act(
         self,
         request: dict[str, Any],
         options: dict[str, Any],
-        record: dict[str, Any],
+        serial: int,
         raw: bytes,
         rid: str,
         fault: Fault | None,
         arrival_wall: float,
     ) -> None:
-        model = resolve_model(request.get("model"), self.sim.models)
+        model = resolve_model(request.get("model"), self.settings.models)
         stamp_ms = check_observation(request.get("observation"))
         horizon, seed = check_options(options)
-        warming_s = self.sim._warming_remaining_s()
+        warming_s = self.state.warming_remaining_s()
         if warming_s > 0:
             raise RequestRejected(
                 503,
@@ -309,38 +309,40 @@ class GatewayHandler(BaseHTTPRequestHandler):
                 retry_after_s=round(warming_s, 3),
                 headers={"Retry-After": str(math.ceil(warming_s))},
             )
-        if not self.sim._reserve_credit():
+        if not self.state.reserve_credit():
             raise RequestRejected(
                 402, "credit exhausted; top up to continue", code="insufficient_credit"
             )
         anchor = stamp_ms / 1000.0 if stamp_ms is not None else arrival_wall
-        record["anchor_wall"] = anchor
-        timing = self.sim._run_model(len(raw))
+        self.state.update_record(serial, anchor_wall=anchor)
+        timing = self.state.run_model(len(raw))
         if timing is None:
             self.close_connection = True
             return
         steps = fault.count if fault is not None and fault.kind == "steps" else None
         count = steps if steps is not None else (horizon or model.action_horizon)
-        observed = observed_state(request["observation"]) if self.sim.state_conditioned else None
+        observed = (
+            observed_state(request["observation"]) if self.settings.state_conditioned else None
+        )
         values = chunk_values(
-            model, anchor, count, noise=self.sim.action_noise, seed=seed, observed=observed
+            model, anchor, count, noise=self.settings.action_noise, seed=seed, observed=observed
         )
         usage = {
             "requests": 1,
             "credits": 1,
             "request_bytes": len(raw),
-            "credit_remaining": self.sim._credit_remaining(),
+            "credit_remaining": self.state.credit_remaining(),
         }
         body = act_body(
             model,
             values,
-            response_id=self.sim._next_response_id(),
+            response_id=self.state.next_response_id(),
             inference_ms=timing[0] * 1000.0,
             queue_ms=timing[1] * 1000.0,
             usage=usage,
         )
         if fault is not None and fault.kind in BODY_KINDS:
             body = corrupt_body(body, fault)
-        record["status"] = 200
+        self.state.update_record(serial, status=200)
         slow_s = fault.seconds if fault is not None and fault.kind == "slow_body" else 0.0
         self._send_json(200, body, request_id=rid, slow_s=slow_s)

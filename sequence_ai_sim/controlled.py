@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..types import FloatArray
+from sequence_ai_core.types import FloatArray
+
 from .controllers import Controller, JointTrajectoryControllerModel, Servo, make_controller
 from .trajectory import JointSample, Trajectory
 

@@ -1,0 +1,27 @@
+"""sequence_ai_sim: a simulated gateway (and arm) for tests, benchmarks, the demo and
+credit-free bench runs.
+
+It speaks the gateway's wire contract over real HTTP on loopback, so it depends on
+``sequence_ai_core`` only for the contract's shared types; the client never imports it
+(except lazily, for ``sequence-ai sim`` and the demo). ``python -m sequence_ai_sim`` is
+``sequence-ai sim``.
+"""
+
+import logging
+
+from .arm import SimulatedArm
+from .catalogue import CATALOGUE, SimModel, reference_position
+from .faults import Fault
+from .server import GatewaySimulator
+
+# Like the client: a library does not print. Configure logging to see the simulator's lines.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+__all__ = [
+    "CATALOGUE",
+    "Fault",
+    "GatewaySimulator",
+    "SimModel",
+    "SimulatedArm",
+    "reference_position",
+]
