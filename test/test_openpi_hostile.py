@@ -303,3 +303,13 @@ def test_wss_verifies_the_servers_certificate(tmp_path: Path) -> None:
     assert peer.headers[0]["authorization"] == f"Api-Key {KEY}"
     assert len(peer.headers) == 1  # the untrusted server never saw the request, nor the key
     assert KEY not in str(caught.value)
+
+
+def test_a_server_that_never_completes_the_handshake_is_unavailable_in_time() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # TCP accepted, nothing said
+        url = f"ws://127.0.0.1:{listener.getsockname()[1]}"
+        with sai.connect(url, profile=DROID, connect_timeout_s=0.5, timeout_s=5.0) as policy:
+            started = time.monotonic()
+            with pytest.raises(sai.Unavailable):
+                policy.predict(droid_observation())
+            assert time.monotonic() - started < 3.0
