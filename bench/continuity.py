@@ -27,10 +27,11 @@ import numpy as np
 
 from bench._common import BENCH_KEY, machine_note, ratio, table
 from sequence_ai_core.engine import Tick
+from sequence_ai_core.engine_config import TickKind
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.runner import drive
-from sequence_ai_core.stats import PlaybackStats
+from sequence_ai_core.stats import Handed, PlaybackStats
 from sequence_ai_core.types import FloatArray, Observation, Prediction
 from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm
 
@@ -78,6 +79,7 @@ class EmaPrefetch:
         self._seq = 0
         self._first_tick: float | None = None
         self.stats = PlaybackStats()
+        self._handed: Handed | None = None
         self.period_s: float | None = None
         self.requests = 0
 
@@ -112,17 +114,20 @@ class EmaPrefetch:
 
     def _play(self, now: float) -> Tick:
         if not self._buffer:
-            kind = "waiting" if self.stats.first_action_at is None else "underrun"
+            kind: TickKind = "waiting" if self.stats.first_action_at is None else "underrun"
             if kind == "underrun":
                 self.stats.underrun(now)
             return Tick(None, kind, 0, -1, False, math.nan)
         step = self._buffer.popleft()
         staleness = now - self._observed_at
         new, self._new_chunk = self._new_chunk, False
-        self.stats.action(
-            now, step, period_s=self.period_s or 0.0, new_chunk=new, staleness_s=staleness
-        )
+        self._handed = Handed(now, step, staleness, self.period_s or 0.0, new, False)
         return Tick(step.copy(), "action", self._seq, -1, new, staleness)
+
+    def commit(self) -> None:
+        if self._handed is not None:
+            self.stats.commit(self._handed)
+            self._handed = None
 
     def wait_any(self, timeout_s: float) -> bool:
         if self._future is None:

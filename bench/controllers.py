@@ -101,6 +101,7 @@ def record(model: str, seconds: float) -> Recording:
                         remaining = np.array(chunk.steps[tick.step_index :], dtype=np.float64)
                 if tick.action is not None:
                     arm.act(tick.action)
+                    engine.commit()
                 ticks.append(
                     TickRecord(time.time(), tick.kind, tick.action, tick.chunk_seq, late, remaining)
                 )

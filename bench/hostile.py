@@ -98,6 +98,7 @@ def baseline_hold_delay(model: str) -> float:
                 tick = engine.tick(time.monotonic(), arm.observe)
                 if tick.action is not None:
                     act(tick.action)
+                    engine.commit()
                 time.sleep(period)
         except SequencesError:
             timeline.hold()

@@ -120,7 +120,8 @@ def ours(setting: str, url: str, seconds: float) -> Result:
             )
         else:
             config = EngineConfig(
-                freshness=setting, backoff=False, expected_covers_s=MODEL.covers_seconds
+                freshness="fresh" if setting == "fresh" else "round_trip",
+                backoff=False, expected_covers_s=MODEL.covers_seconds
             )
             with PlaybackEngine(policy, config) as engine:
                 outcome = drive(

@@ -5,6 +5,8 @@ import logging
 from ._version import __version__
 from .catalogue import models
 from .engine import EngineConfig, PlaybackEngine, Tick
+from .engine_config import RunConfig
+from .episode import Episode
 from .errors import (
     AuthError,
     ChunkExhausted,
@@ -34,6 +36,7 @@ __all__ = [
     "ChunkSource",
     "DriverGuard",
     "EngineConfig",
+    "Episode",
     "ImageFrame",
     "InvalidRequest",
     "InvalidResponse",
@@ -46,6 +49,7 @@ __all__ = [
     "Prediction",
     "Proprioception",
     "RawFrame",
+    "RunConfig",
     "RunOutcome",
     "SequencesError",
     "Tick",

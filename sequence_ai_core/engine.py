@@ -1,24 +1,22 @@
 """The playback engine: keeps a time-indexed plan of action chunks full while the arm moves.
 
-One engine, two drivers: ``Policy.run()`` (``runner.run_policy``, a blocking loop) and the
-ROS node's timer both call ``PlaybackEngine.tick(now, observe)`` once per control period.
-``tick`` never sleeps; HTTP runs on a few worker threads (``source.fetch``), while
-``observe`` and everything handed to the caller stay on the caller's thread.
+One engine, two drivers: ``Policy.run()`` (``runner.run_policy``) and the ROS node's timer
+both call ``tick(now, observe)`` once per control period, through one ``episode.Episode``
+that counts what went out (``commit``) and holds on every stop. ``tick`` never sleeps;
+HTTP runs on a few worker threads (``source.fetch``), while ``observe`` and everything
+handed to the caller stay on the caller's thread.
 
 The plan (``plan.ChunkPlan``): step *i* of a chunk is due at ``anchor + i/hz`` and a tick
-plays the step due now, so late or missed ticks never shift it. The anchor is the chunk's
-observation time plus the run's lag; steps that passed while a request was in flight are
-skipped and counted for absolute and velocity spaces, never for delta spaces.
+plays the step due now, so late or missed ticks never shift it. Refills (``timing``, which
+also derives the lag): the next request starts when the plan, including what the requests
+in flight will cover, ends sooner than one lead from now. Before the first refill lands,
+one request is outstanding (or, given the catalogue's chunk length, two staggered). Each
+request starts at its own tick with its own observation; its body (images included) is
+built and its answer copied and checked on the worker. While the gateway queues, at most
+one is outstanding (``load``).
 
-Refills (``timing``): the next request starts when the plan, including what the requests
-in flight will cover, ends sooner than one lead from now (a high quantile of measured
-refill times plus a period). By default the lag is that refill time, which keeps requests
-at about one per chunk of motion; ``freshness="fresh"`` plays fresher plans for more
-requests. The lag moves toward its target in at most ``plan.LAG_CONVERGE_CHUNKS`` chunks.
-Before the first refill lands, one request is outstanding (or, given the catalogue's chunk
-length, two staggered 0.9 chunk apart). Requests run on worker threads, each started at its
-own tick with its own observation; the body (images included) is built and the answer
-copied and checked there. While the gateway queues, at most one is outstanding (``load``).
+The engine's phase is its own: ``waiting`` (nothing played yet) → ``playing`` ↔
+``underrun`` → ``failed`` (a typed error ended it) or ``closed``. The statistics only record.
 
 ``next_action()`` (on ``Policy``) stays the simple, synchronous loop: it fetches when its
 buffer is empty and stops the arm meanwhile. Use ``run()`` or this engine to keep moving.
@@ -29,37 +27,28 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, CancelledError, Executor, Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass, replace
+from concurrent.futures import CancelledError, Executor
+from dataclasses import replace
+from typing import Literal
 
 import numpy as np
 
 from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, Tick
 from .errors import InvalidRequest, InvalidResponse, SequencesError
+from .inflight import InFlight, Request
 from .load import LoadMonitor
 from .outcome import RunOutcome
-from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared, checked_period, prepare
+from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared, checked_period
 from .retries import RetryPolicy
 from .source import ChunkSource
-from .stats import PlaybackStats
+from .stats import Handed, PlaybackStats
 from .timing import RefillTiming, startup_refill_due
 from .types import ActionChunk, Observation, Prediction
 
+#: See the module docs; ``snapshot()["state"]`` reports it.
+Phase = Literal["waiting", "playing", "underrun", "failed", "closed"]
 
-@dataclass
-class _Request:
-    future: Future[Prepared]
-    observed_at: float
-
-
-__all__ = [
-    "DEFAULT_MAX_IN_FLIGHT",
-    "FRESHNESS",
-    "EngineConfig",
-    "PlaybackEngine",
-    "Tick",
-]
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "FRESHNESS", "EngineConfig", "Phase", "PlaybackEngine", "Tick"]
 
 
 class PlaybackEngine:
@@ -68,7 +57,8 @@ class PlaybackEngine:
     An open engine is its source's driver (``source.DriverGuard``): constructing one while
     another driver holds the source raises ``SequencesError``; ``close()`` lets go.
     ``executor`` runs the requests (default: ``max_in_flight`` worker threads, created on
-    the first request); one given is the caller's to shut down.
+    the first request); one given is the caller's to shut down. A driver calls ``commit()``
+    for each action it sent (``episode.Episode`` does).
     """
 
     def __init__(
@@ -87,28 +77,23 @@ class PlaybackEngine:
         self._clock = clock
         self._on_chunk = on_chunk
         self._on_underrun = on_underrun
-        self._options = dict(self.config.options)
         self.action_space: str | None = None
         self.action_dim: int | None = None
         hz = self.config.control_hz
         self.period_s: float | None = 1.0 / hz if hz else None
-        self._requests: list[_Request] = []
+        self.phase: Phase = "waiting"
+        self._handed: Handed | None = None
+        self._requests = InFlight(source, self.config, executor)
         self._plan = ChunkPlan(self.config.smooth_seam)
         self._stats = PlaybackStats()
         self._timing = RefillTiming(self.config.freshness, self.config.max_in_flight)
         self._load = LoadMonitor(self.config.max_in_flight, enabled=self.config.backoff)
         self._covers_s = 0.0
         self._seq = 0
-        self._requests_started = 0
         self._discarded = 0
         self._first_tick_at: float | None = None
         self._retry = RetryPolicy(self.config.startup_timeout_s, self._load)
-        self._last_start_at = -math.inf
-        self._error: SequencesError | None = None
-        self._executor: Executor | None = executor
-        self._owns_executor = executor is None
-        self._closed = False
-        self._arrived = False  # a request in flight completed since the last harvest
+        self._error: SequencesError | None = None  # set with phase "failed"
         #: (projected plan end, lead): the next refill is due once less than the lead is left
         self._due_at: tuple[float, float] | None = None
         self._steady_until = -math.inf  # see _steady_deadline
@@ -122,11 +107,12 @@ class PlaybackEngine:
         response, warming after the first action or past ``startup_timeout_s``, a transient
         error once the plan no longer covers a retry). After that every tick raises it again.
         """
-        if self._closed:
+        if self.phase == "closed":
             raise RuntimeError("PlaybackEngine is closed")
         if self._error is not None:
             raise self._error
-        if now < self._steady_until and not self._arrived:
+        self._handed = None  # an action not committed by now never went out
+        if now < self._steady_until and not self._requests.arrived:
             return self._steady(now)
         if self._first_tick_at is None:
             self._first_tick_at = now
@@ -135,15 +121,23 @@ class PlaybackEngine:
             result = self._play(now)
             self._maybe_request(now, observe, playing=result.kind == "action")
         except SequencesError as exc:
-            self._error = exc
+            self._error, self.phase = exc, "failed"
             raise
         self._steady_until = self._steady_deadline(now)
         return result
 
+    def commit(self) -> None:
+        """The action the last tick handed out went out: count it. The outcome counts only
+        committed actions, so a refused one is not reported as played."""
+        handed, self._handed = self._handed, None
+        if handed is None:
+            raise RuntimeError("commit() without an action from the last tick()")
+        self._stats.commit(handed)
+
     def _steady_deadline(self, now: float) -> float:
         """Until when ticks need neither a harvest, a seam nor a refill decision: the plan's
         steady span, cut at the next refill's due time. Most ticks then cost an index and a
-        copy (measured in bench/overhead.py: the whole tick was 3x a bare loop's step)."""
+        copy (bench/results/overhead.md compares the tick with a bare loop's step)."""
         until = self._plan.steady_until()
         if until == -math.inf or not self.config.prefetch:
             return until
@@ -165,7 +159,7 @@ class PlaybackEngine:
 
     @property
     def requests_started(self) -> int:
-        return self._requests_started
+        return self._requests.started
 
     @property
     def in_flight_limit(self) -> int:
@@ -183,30 +177,24 @@ class PlaybackEngine:
     def wait_any(self, timeout_s: float) -> bool:
         """Block until a request in flight completes or ``timeout_s`` passes (for drivers
         with nothing to play yet); True if one completed. ``tick`` itself never blocks."""
-        pending = [r.future for r in self._requests]
-        if not pending:
-            return False
-        done, _ = wait_futures(pending, timeout=max(0.0, timeout_s), return_when=FIRST_COMPLETED)
-        return bool(done)
+        return self._requests.wait_any(timeout_s)
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until every request in flight has completed; False on timeout."""
-        pending = [r.future for r in self._requests]
-        _, not_done = wait_futures(pending, timeout=max(0.0, timeout_s))
-        return not not_done
+        return self._requests.wait_idle(timeout_s)
 
     def snapshot(self) -> dict[str, float | int | str]:
         """Live numbers for diagnostics."""
         return {
-            "state": self._state(),
-            "warming": int(self._retry.warming and self._stats.first_action_at is None),
+            "state": self.phase,
+            "warming": int(self._retry.warming and self.phase == "waiting"),
             "action_space": self.action_space or "",
             **self._stats.live(),
             **self._load.live(),
             "discarded_chunks": self._discarded,
             "wasted_requests": self._discarded + self._plan.superseded,
             "in_flight": len(self._requests),
-            "requests": self._requests_started,
+            "requests": self._requests.started,
             "retries": self._retry.retries,
             "lead_s": self.lead_s(),
             "lag_s": self._plan.lag_s,
@@ -220,7 +208,7 @@ class PlaybackEngine:
             elapsed_s=0.0 if start is None else max(0.0, self._clock() - start),
             action_space=self.action_space,
             retries=self._retry.retries,
-            requests=self._requests_started,
+            requests=self._requests.started,
             error=self._error,
         )
         wasted = self._discarded + self._plan.superseded
@@ -231,16 +219,11 @@ class PlaybackEngine:
         under way finishes first (bounded by the policy's timeout): ``wait=True`` joins it;
         ``wait=False`` returns at once (for a timer callback that must not block) and the
         worker exits when its exchange ends; its answer is dropped."""
-        if self._closed:
+        if self.phase == "closed":
             return
-        self._closed = True
+        self.phase = "closed"
         self._steady_until = -math.inf
-        for request in self._requests:
-            request.future.cancel()
-        self._requests.clear()
-        if self._executor is not None and self._owns_executor:
-            self._executor.shutdown(wait=wait, cancel_futures=True)
-        self._executor = None
+        self._requests.close(wait=wait)
         self._source.guard.release(self)
 
     def __enter__(self) -> PlaybackEngine:
@@ -252,16 +235,15 @@ class PlaybackEngine:
     # ------------------------------------------------------------------ arrivals
 
     def _harvest(self, now: float) -> None:
-        if not self._arrived:  # set by the workers: most ticks have nothing to collect
+        if not self._requests.arrived:  # most ticks have nothing to collect
             return
-        self._arrived = False
         self._due_at = None
-        done = [r for r in self._requests if r.future.done()]
+        done = self._requests.done()
         if not done:
             return
         # the arm holds only before the first action or after an underrun: a chunk landing
         # on the tick the plan runs out continues the timeline
-        held = self._stats.first_action_at is None or self._stats.in_underrun
+        held = self.phase != "playing"
         holding = held and self._plan.due(now) is None
         for request in done:
             self._requests.remove(request)
@@ -277,7 +259,7 @@ class PlaybackEngine:
             if self._accept(request, prepared, now, holding=holding):
                 holding = False
 
-    def _accept(self, request: _Request, prepared: Prepared, now: float, *, holding: bool) -> bool:
+    def _accept(self, request: Request, prepared: Prepared, now: float, *, holding: bool) -> bool:
         prediction = prepared.prediction
         chunk = prediction.action_chunk
         period = self._check_chunk(chunk)
@@ -324,7 +306,7 @@ class PlaybackEngine:
         return period
 
     def _on_failure(self, exc: SequencesError, now: float) -> None:
-        started = self._stats.first_action_at is not None
+        started = self.phase != "waiting"
         # a chunk accepted earlier in this same harvest has not played yet, but it is a plan
         plan_end = self._plan.end(now) if started or self._seq > 0 else now
         self._retry.on_failure(
@@ -336,8 +318,9 @@ class PlaybackEngine:
     def _play(self, now: float) -> Tick:
         step = self._plan.take(now)
         if step is None:
-            if self._stats.first_action_at is None:
+            if self.phase == "waiting":
                 return Tick(None, "waiting", 0, -1, False, math.nan)
+            self.phase = "underrun"
             gap = self._stats.underrun(now)
             if self._on_underrun is not None:
                 self._on_underrun(gap)
@@ -351,7 +334,7 @@ class PlaybackEngine:
         planned = step.planned
         staleness = now - planned.observed_at
         self._stats.skipped_late += step.skipped_late
-        self._stats.steady_action(now, step.raw, staleness)
+        self._handed = Handed(now, step.raw, staleness, planned.period_s, False, True)
         return Tick(step.action, "action", planned.seq, step.index, False, staleness)
 
     def _record(self, now: float, step: PlannedStep) -> Tick:
@@ -363,13 +346,8 @@ class PlaybackEngine:
         staleness = now - planned.observed_at
         self._stats.skipped_stale += step.skipped_stale
         self._stats.skipped_late += step.skipped_late
-        self._stats.action(
-            now,
-            step.raw,
-            period_s=planned.period_s,
-            new_chunk=step.new_chunk,
-            staleness_s=staleness,
-        )
+        self.phase = "playing"
+        self._handed = Handed(now, step.raw, staleness, planned.period_s, step.new_chunk, False)
         return Tick(step.action, "action", planned.seq, step.index, step.new_chunk, staleness)
 
     # ------------------------------------------------------------------ requests
@@ -382,20 +360,12 @@ class PlaybackEngine:
         observation = observe()
         if observation is None:
             return  # inputs not ready: send nothing this tick
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                max_workers=self.config.max_in_flight, thread_name_prefix="sequence-ai-refill"
-            )
-        future = self._executor.submit(self._fetch, observation)
-        future.add_done_callback(self._note_arrival)
-        self._requests.append(_Request(future, now))
+        self._requests.start(observation, now)
         self._due_at = None
-        self._last_start_at = now
-        self._requests_started += 1
 
     def _wants_request(self, now: float, playing: bool) -> bool:
         in_flight = len(self._requests)
-        if self._stats.first_action_at is None:
+        if self.phase == "waiting":
             return in_flight == 0 or self._startup_stagger_due(now, in_flight)
         if not self.config.prefetch:
             return in_flight == 0 and not playing and not self._plan.pending(now)
@@ -406,14 +376,6 @@ class PlaybackEngine:
         projected, lead = self._due_at
         return projected - now < lead
 
-    def _fetch(self, observation: Observation) -> Prepared:
-        """On a worker: the request (its body, images included, is built there) and the
-        chunk's copy and checks, so that the control thread only plays it."""
-        return prepare(self._source.fetch(observation, self._options))
-
-    def _note_arrival(self, future: Future[Prepared]) -> None:
-        self._arrived = True  # a plain store: atomic under the GIL, read by the next tick
-
     def _next_request_at(self, now: float) -> tuple[float, float]:
         """When the plan, with what the requests in flight will add, ends one lead from now.
         It changes only when a chunk arrives or a request starts (skipping spaces: the plan
@@ -423,7 +385,7 @@ class PlaybackEngine:
         projected = self._plan.end(now)
         period = self.period_s or 0.0
         target = self._lag_target(period)
-        ordered = sorted(self._requests, key=lambda r: r.observed_at)
+        ordered = sorted(self._requests.requests, key=lambda r: r.observed_at)
         for position, request in enumerate(ordered):
             lag = self._plan.lag_after(position + 1, target, period)
             projected = max(projected, request.observed_at + lag + self._covers_s)
@@ -433,13 +395,4 @@ class PlaybackEngine:
         if not self.config.prefetch:
             return False
         limit, covers = self._load.limit, self.config.expected_covers_s
-        return startup_refill_due(now - self._last_start_at, in_flight, limit, covers)
-
-    def _state(self) -> str:
-        if self._closed:
-            return "closed"
-        if self._error is not None:
-            return "failed"
-        if self._stats.first_action_at is None:
-            return "waiting"
-        return "underrun" if self._stats.in_underrun else "playing"
+        return startup_refill_due(now - self._requests.last_start_at, in_flight, limit, covers)

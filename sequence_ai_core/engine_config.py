@@ -5,19 +5,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, get_args
 
-from .types import FloatArray
+from .types import FloatArray, Model
 
 #: Enough to sustain 0.50 s chunks at a 0.79 s refill, with headroom for a p99 of 2x median.
 #: A ceiling, not a target: at the round-trip lag the request rate does not depend on it,
 #: and the engine allows one while the gateway queues (``load``).
 DEFAULT_MAX_IN_FLIGHT = 3
-#: ``EngineConfig.freshness`` values: the whole round trip (the request floor, the default)
-#: or the smallest sustainable lag (fresher plans for more requests).
-FRESHNESS = ("round_trip", "fresh")
-DEFAULT_FRESHNESS = "round_trip"
+#: ``EngineConfig.freshness``: the whole round trip (the request floor, the default) or the
+#: smallest sustainable lag (fresher plans for more requests).
+Freshness = Literal["round_trip", "fresh"]
+FRESHNESS: tuple[Freshness, ...] = get_args(Freshness)
+DEFAULT_FRESHNESS: Freshness = "round_trip"
+#: How long a driver's plan may stay empty (the arm held) before the episode ends. A refill
+#: takes ~0.8 s on the real gateway; the closed loop (``prefetch=False``) waits that long on
+#: every chunk, so the bound leaves room for a refill twice as slow.
+DEFAULT_STALL_TIMEOUT_S = 2.0
+#: What a tick did: played an action, waited for the first chunk, or found nothing to play.
+TickKind = Literal["action", "waiting", "underrun"]
 
 
 @dataclass(frozen=True)
@@ -37,13 +44,18 @@ class EngineConfig:
     expected_covers_s: float | None = None
     #: ``"round_trip"`` (default): lag = the expected refill time; about one request per
     #: chunk of motion, every command about one round trip old. ``"fresh"``: anchor chunks
-    #: at the smallest lag the refills sustain: fresher plans, 1.7-2.7x the requests at a
-    #: 0.79 s refill. See the README's frontier for the measured trade-off.
-    freshness: str = DEFAULT_FRESHNESS
+    #: at the smallest lag the refills sustain: fresher plans for more requests (the lag is
+    #: derived in ``timing``; measured in bench/results/freshness.md).
+    freshness: Freshness = DEFAULT_FRESHNESS
     #: Back off while the gateway queues (one request in flight; see ``load``).
     backoff: bool = True
 
     def __post_init__(self) -> None:
+        given: object = self.options  # run(options=...) passes anything through
+        if given is None:
+            object.__setattr__(self, "options", {})
+        elif not isinstance(given, Mapping):
+            raise TypeError(f"options must be a mapping of model options, got {given!r}")
         if self.freshness not in FRESHNESS:
             raise ValueError(f"freshness must be one of {FRESHNESS}, got {self.freshness!r}")
         if isinstance(self.max_in_flight, bool) or self.max_in_flight < 1:
@@ -61,12 +73,51 @@ class EngineConfig:
 
 
 @dataclass(frozen=True)
+class RunConfig(EngineConfig):
+    """``EngineConfig`` plus the driver's own bound, for ``run()`` and the ROS node:
+    ``stall_timeout_s``, how long the plan may stay empty (the arm held) before the episode
+    ends with ``Stalled``."""
+
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        bound = self.stall_timeout_s
+        if isinstance(bound, bool) or not (
+            isinstance(bound, (int, float)) and 0 < bound < math.inf
+        ):
+            raise ValueError(f"stall_timeout_s must be positive and finite, got {bound!r}")
+
+    @classmethod
+    def of(cls, config: EngineConfig | None) -> RunConfig:
+        """``config`` as a ``RunConfig`` (an ``EngineConfig`` gets the default bound)."""
+        if isinstance(config, RunConfig):
+            return config
+        if config is None:
+            return cls()
+        return cls(**{f.name: getattr(config, f.name) for f in fields(EngineConfig)})
+
+    def updated(self, **settings: Any) -> RunConfig:
+        """This config with the settings that are not None (keywords of ``Policy.run``)."""
+        given = {name: value for name, value in settings.items() if value is not None}
+        return replace(self, **given) if given else self
+
+
+@dataclass(frozen=True)
 class Tick:
     """What to do this tick. ``action`` is finite and of the run's size, or None."""
 
     action: FloatArray | None
-    kind: str  # "action" | "waiting" (before the first action) | "underrun"
+    kind: TickKind
     chunk_seq: int
     step_index: int
     new_chunk: bool
     staleness_s: float
+
+
+def expected_covers_s(model: Model) -> float | None:
+    """Seconds one chunk covers by the catalogue entry, or None when the entry does not say
+    (no horizon or rate): the first chunk will tell, at the cost of a stall at the first
+    seam for chunks shorter than the round trip."""
+    covers = model.covers_seconds
+    return covers if math.isfinite(covers) and covers > 0 else None

@@ -2,7 +2,8 @@
 
 ``observe`` runs on the caller's thread (the robot's inputs belong to the control loop), and
 in ``run()`` and the engine the request body is built on a worker thread. Encoding two
-640x480 frames to JPEG costs about 3.5 ms: 18 % of a 50 Hz period if ``observe`` does it.
+640x480 frames to JPEG takes a large share of a 50 Hz period if ``observe`` does it
+(bench/results/overhead.md, "The control thread's time per tick").
 A ``RawFrame`` holds the pixels and encodes them (resize with padding, JPEG, as
 ``images.encode_image``) the first time its ``data`` is read, which the wire layer does while
 building the body: on the worker for ``run()`` and the engine, on the caller for

@@ -1,11 +1,10 @@
 """What a server may send: the one place the client's limits are set (DESIGN §3).
 
 Parsing holds the GIL, so the control thread waits while a worker parses an answer; these
-caps bound that wait as much as memory. Measured (``bench/parse.py``): ``json.loads`` of the
-largest chunk allowed below (128 x 32 values) costs about 1.5 ms, a tenth of what an
-unbounded 1000 x 32 chunk costs, so a 100 Hz loop is delayed by well under half a period;
-a 256 KiB body of the most expensive shape (single-digit numbers) would cost about 10 ms,
-which ``MAX_JSON_ITEMS`` refuses before parsing.
+caps bound that wait as much as memory: the largest chunk allowed below (128 x 32 values)
+parses in a small fraction of what an unbounded 1000 x 32 chunk takes, and a body of the
+most expensive shape (single-digit numbers) is refused by ``MAX_JSON_ITEMS`` before parsing.
+The figures are in bench/results/parse.md (``bench/parse.py``).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 A shared gateway serves a fixed number of model slots; requests beyond them wait in a queue.
 Pipelining into that queue adds load without adding motion: every robot's requests wait
 longer, chunks arrive with their steps already past and are thrown away, and the robots that
-asked least get the least. Measured on the simulator (8 pi05-droid robots on 4 slots, 0.79 s
-median refill), three requests in flight without backoff wasted 32 % of requests and moved
-the arms 37 % of the time, against 58 % with one in flight.
+asked least get the least: on the simulator, robots sharing few slots with three requests in
+flight and no backoff wasted requests and moved less than with one in flight
+(bench/results/shared_gateway.md, ``bench/shared_gateway.py``).
 
 So the engine watches each refill for queueing and, while it sees it, allows one request in
 flight; when refills come back at the unloaded level again it allows one more at a time.

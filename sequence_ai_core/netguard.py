@@ -211,7 +211,8 @@ class GuardedTransport(httpx.BaseTransport):
         self._pool = pool
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.SyncByteStream)
+        if not isinstance(request.stream, httpx.SyncByteStream):  # a sync Client's always is
+            raise TypeError("GuardedTransport serves synchronous requests only")
         core_request = httpcore.Request(
             method=request.method,
             url=httpcore.URL(
@@ -230,7 +231,8 @@ class GuardedTransport(httpx.BaseTransport):
             raise _mapped(exc, request) from exc
         except httpcore.UnsupportedProtocol as exc:
             raise _mapped(exc, request) from exc
-        assert isinstance(response.stream, Iterable)
+        if not isinstance(response.stream, Iterable):  # a sync pool's always is
+            raise TypeError("GuardedTransport needs a synchronous connection pool")
         return httpx.Response(
             status_code=response.status,
             headers=response.headers,

@@ -26,9 +26,10 @@ class RunOutcome:
     """Counts and timings of one episode.
 
     ``reason`` is ``completed`` (``max_actions`` reached), ``validate`` (the validator refused
-    an action), ``estop``, ``stopped`` (stopped from outside) or ``raised:<Class>`` (a typed
-    error ended the episode; it is in ``error``). Every reason but ``completed`` means hold
-    was called.
+    an action), ``estop``, ``stopped`` (stopped from outside), ``stale_input`` (the node's arm
+    reading went stale) or ``raised:<Class>`` (an error ended the episode; it is in
+    ``error``): ``episode.StopReason``. Every reason but ``completed`` means hold was called.
+    ``actions`` counts the actions that went out (committed): a refused one is not counted.
     """
 
     actions: int

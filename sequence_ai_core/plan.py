@@ -1,15 +1,9 @@
 """The time-indexed plan: chunks on one timeline, and the step due at a given time.
 
 A chunk's step *i* is due at ``anchor + i/hz``. The anchor is the monotonic time the chunk's
-observation was taken plus the run's *lag*. A chunk observed at ``t_o`` arrives at
-``t_o + L`` (the round trip) and is playable until ``t_o + lag + covers``; steps due before it
-arrived are skipped (absolute and velocity spaces). With lag 0 every command would be as
-fresh as the pipeline allows, but a 0.50 s chunk at a 0.8 s round trip would be entirely in
-the past on arrival; with lag = L nothing is ever skipped but every command is L seconds
-old, which a policy conditioned on the arm's observed state turns into a backward yank at
-every swap. The engine picks the lag (see ``engine``: by default the round trip, which
-costs the fewest requests) and the plan moves toward it in a bounded number of chunks
-(``adapt_lag``).
+observation was taken plus the run's *lag* (derived in ``timing``, once); steps due before
+the chunk arrived are skipped (absolute and velocity spaces). The plan moves toward the
+engine's lag target in a bounded number of chunks (``adapt_lag``).
 
 A chunk that arrives while the arm holds still (first chunk, after an underrun) plays from
 its first step (the arm did not move meanwhile, so that step is still the right next
@@ -72,9 +66,9 @@ class Prepared:
 
 
 def prepare(prediction: Prediction) -> Prepared:
-    """Copy, check and split a chunk's steps off the control thread. Right after a control
-    loop's sleep a numpy call costs 20-40 µs (cold caches; warm, 1 µs; measured in
-    bench/overhead.py), so per-step checks and indexing had tripled the tick."""
+    """Copy, check and split a chunk's steps off the control thread: right after a control
+    loop's sleep (cold caches) a numpy call costs many times a list index, so per-step
+    checks and indexing had tripled the tick (bench/results/overhead.md)."""
     steps = np.array(prediction.action_chunk.steps, dtype=np.float64)
     if steps.ndim != 2 or steps.shape[0] < 1 or not np.isfinite(steps).all():
         raise InvalidResponse("action chunk is not finite 2-D steps")
@@ -272,9 +266,9 @@ class ChunkPlan:
         if new_chunk:
             planned.first_index = index
             skipped = index if planned.skips else 0
-            if self._smooths(planned):
-                assert self._last_sent is not None
-                planned.ramp = self._last_sent - raw
+            last = self._last_sent
+            if last is not None and self._smooths(planned):
+                planned.ramp = last - raw
         else:
             late = max(0, index - planned.last_index - 1)
         planned.last_index = index
@@ -339,11 +333,7 @@ class ChunkPlan:
 
     def _smooths(self, planned: PlannedChunk) -> bool:
         """Ramp out of the last sent action: absolute spaces only, never the first chunk."""
-        return (
-            self._smooth_seam > 0
-            and planned.chunk.action_space in ABSOLUTE_SPACES
-            and self._last_sent is not None
-        )
+        return self._smooth_seam > 0 and planned.chunk.action_space in ABSOLUTE_SPACES
 
     def end(self, now: float) -> float:
         """When the planned steps run out (``now`` if nothing is planned)."""

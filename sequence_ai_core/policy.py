@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from .backend import Backend, GatewayBackend
 from .credentials import resolve_api_key
-from .engine_config import DEFAULT_FRESHNESS, DEFAULT_MAX_IN_FLIGHT
+from .engine_config import EngineConfig, Freshness, RunConfig
 from .errors import ChunkExhausted, ConfigurationError, SequencesError
 from .limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
-from .runner import DEFAULT_STALL_TIMEOUT_S, run_policy
+from .runner import run_policy
 from .source import DriverGuard
 from .transport import Transport, VerifyArg, resolve_base_url
 from .types import FloatArray, Model, Observation, Prediction, full_model_id
@@ -161,19 +161,32 @@ class Policy:
         hold: Callable[[], None] | None = None,
         on_chunk: Callable[[Prediction], None] | None = None,
         on_underrun: Callable[[float], None] | None = None,
-        prefetch: bool = True,
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-        startup_timeout_s: float = 0.0,
-        smooth_seam: int = 0,
-        freshness: str = DEFAULT_FRESHNESS,
-        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+        config: EngineConfig | None = None,
+        prefetch: bool | None = None,
+        max_in_flight: int | None = None,
+        startup_timeout_s: float | None = None,
+        smooth_seam: int | None = None,
+        freshness: Freshness | None = None,
+        stall_timeout_s: float | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> RunOutcome:
         """Drive ``act`` at the chunk's rate with prefetch, holding on every stop.
 
-        Model options (``seed``, ``action_horizon``, ...) go in ``options=``; any other
-        keyword is a ``TypeError``. See ``runner.run_policy`` for every argument.
+        The settings are one ``RunConfig`` (``EngineConfig`` plus ``stall_timeout_s``), whose
+        fields document them and hold their defaults: pass ``config=``, or these keywords,
+        which win over it (one left None keeps the config's value). Model options (``seed``,
+        ``action_horizon``, ...) go in ``options=``; any other keyword is a ``TypeError``.
+        See ``runner.run_policy`` for the rest.
         """
+        settings = RunConfig.of(config).updated(
+            prefetch=prefetch,
+            max_in_flight=max_in_flight,
+            startup_timeout_s=startup_timeout_s,
+            smooth_seam=smooth_seam,
+            freshness=freshness,
+            stall_timeout_s=stall_timeout_s,
+            options=options,
+        )
         return run_policy(
             self,
             observe,
@@ -183,13 +196,7 @@ class Policy:
             hold=hold,
             on_chunk=on_chunk,
             on_underrun=on_underrun,
-            prefetch=prefetch,
-            max_in_flight=max_in_flight,
-            startup_timeout_s=startup_timeout_s,
-            smooth_seam=smooth_seam,
-            freshness=freshness,
-            stall_timeout_s=stall_timeout_s,
-            options=options,
+            config=settings,
         )
 
 

@@ -18,7 +18,9 @@ catalogue entry cannot take: ``InvalidRequest``). Any other exception, from ``ob
 ``act``, ``validate`` or a callback, is a bug in the caller's code: hold is called, then it
 propagates unchanged (and if ``hold`` itself raises, the original error still wins).
 
-Every end holds, on time (DESIGN §4). The first tick with nothing to play calls ``hold``
+The counting, stopping and holding are ``episode.Episode``'s, the same object the ROS node
+drives; this module is the pacing and the calls around it. Every end holds, on time (DESIGN
+§4). The first tick with nothing to play calls ``hold``
 (velocity spaces would otherwise keep executing the last command), so hold comes within one
 control period of the last planned step, and again after each recovery; a plan that stays
 empty for ``stall_timeout_s`` ends the run (``Stalled``, or ``ChunkExhausted`` when
@@ -32,24 +34,23 @@ import math
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from .engine import DEFAULT_MAX_IN_FLIGHT, EngineConfig, PlaybackEngine, Tick
-from .engine_config import DEFAULT_FRESHNESS
+from .engine import PlaybackEngine, Tick
+from .engine_config import DEFAULT_STALL_TIMEOUT_S, EngineConfig, RunConfig, expected_covers_s
+from .episode import Episode, check_max_actions
 from .errors import SequencesError
 from .outcome import RunOutcome
 from .source import ChunkSource
-from .stops import StopState, hold_on_sigterm, interruptible, refusal
+from .stops import hold_on_sigterm, interruptible, refusal
 from .types import FloatArray, Model, Observation, Prediction
 
 #: Poll interval while waiting for the first chunk (the rate is not known yet).
 WAITING_POLL_S = 0.005
-#: How long ``run()``'s plan may stay empty (the arm held) before the run ends. A refill
-#: takes ~0.8 s on the real gateway; the closed loop (``prefetch=False``) waits that long on
-#: every chunk, so the bound leaves room for a refill twice as slow.
-DEFAULT_STALL_TIMEOUT_S = 2.0
+
+__all__ = ["DEFAULT_STALL_TIMEOUT_S", "Player", "RunnableSource", "drive", "run_policy"]
 
 _warned_unvalidated = False
 _warn_lock = threading.Lock()
@@ -62,6 +63,8 @@ class Player(Protocol):
     def period_s(self) -> float | None: ...
 
     def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick: ...
+
+    def commit(self) -> None: ...
 
     def wait_any(self, timeout_s: float) -> bool: ...
 
@@ -95,13 +98,7 @@ def run_policy(
     hold: Callable[[], None] | None = None,
     on_chunk: Callable[[Prediction], None] | None = None,
     on_underrun: Callable[[float], None] | None = None,
-    prefetch: bool = True,
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-    startup_timeout_s: float = 0.0,
-    smooth_seam: int = 0,
-    freshness: str = DEFAULT_FRESHNESS,
-    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
-    options: Mapping[str, Any] | None = None,
+    config: EngineConfig | None = None,
 ) -> RunOutcome:
     """Play ``max_actions`` actions through ``act``, refilling ahead of time.
 
@@ -109,36 +106,28 @@ def run_policy(
     is sent that tick). ``validate(action)`` runs before every ``act`` and must return
     ``True`` or ``False`` (a ``bool`` or ``numpy.bool_``); False, or anything else, stops the
     run (reason ``validate``). ``hold()`` is called on every early stop and whenever the plan
-    runs out (underrun), once each time, never on completion. ``prefetch=False`` is the
-    strictly closed loop (request only when nothing is left to play). ``startup_timeout_s``
-    waits for a warming worker before the first action. ``smooth_seam=N`` ramps
-    absolute-space seams over N steps. ``freshness`` picks the lag
-    (``EngineConfig.freshness``). ``stall_timeout_s`` bounds how long the plan may stay
-    empty. ``options`` go to ``/v1/act`` as they are (e.g. ``{"seed": 1}``). The handle is
-    held for the whole run: a second thread driving it raises ``SequencesError`` at once.
+    runs out (underrun), once each time, never on completion.
+
+    The settings are one ``RunConfig`` (an ``EngineConfig`` plus ``stall_timeout_s``; an
+    ``EngineConfig`` gets the default bound): ``prefetch=False`` is the strictly closed loop,
+    ``startup_timeout_s`` waits for a warming worker before the first action,
+    ``stall_timeout_s`` bounds how long the plan may stay empty, and ``options`` go to
+    ``/v1/act`` as they are (e.g. ``{"seed": 1}``). The rate comes from
+    ``connect(control_hz=)`` (else the config, else the chunks), the chunk length from the
+    catalogue. The handle is held for the whole run: a second thread driving it raises
+    ``SequencesError`` at once.
     """
-    if isinstance(max_actions, bool) or not isinstance(max_actions, int) or max_actions <= 0:
-        raise ValueError(f"max_actions must be a positive int, got {max_actions!r}")
-    if not (isinstance(stall_timeout_s, (int, float)) and 0 < stall_timeout_s < math.inf):
-        raise ValueError(f"stall_timeout_s must be positive and finite, got {stall_timeout_s!r}")
-    if options is not None and not isinstance(options, Mapping):
-        raise TypeError(f"options must be a mapping of model options, got {options!r}")
+    check_max_actions(max_actions)
+    run_config = RunConfig.of(config)  # checked when it was built, before any I/O
     if validate is None:
         _warn_unvalidated()
-    config = EngineConfig(  # checks the arguments before any I/O
-        prefetch=prefetch,
-        max_in_flight=max_in_flight,
-        smooth_seam=smooth_seam,
-        freshness=freshness,
-        startup_timeout_s=startup_timeout_s,
-        control_hz=policy.control_hz,
-        options=dict(options or {}),
-    )
-    covers_s, period_s = _catalogue_timing(policy)
-    if prefetch:
-        config = replace(config, expected_covers_s=covers_s)
+    entry = _catalogue_entry(policy)
+    hz = policy.control_hz or run_config.control_hz
+    run_config = replace(run_config, control_hz=hz)
+    if run_config.prefetch and run_config.expected_covers_s is None and entry is not None:
+        run_config = replace(run_config, expected_covers_s=expected_covers_s(entry))
     # the engine takes the one-driver guard: a second driver is refused before any act request
-    engine = PlaybackEngine(policy, config, on_chunk=on_chunk, on_underrun=on_underrun)
+    engine = PlaybackEngine(policy, run_config, on_chunk=on_chunk, on_underrun=on_underrun)
 
     def observe_checked() -> Observation | None:
         observation = observe()
@@ -155,8 +144,8 @@ def run_policy(
                 max_actions=max_actions,
                 validate=validate,
                 hold=hold,
-                period_hint_s=period_s,
-                stall_timeout_s=stall_timeout_s,
+                period_hint_s=_period(hz or (entry.control_hz if entry else None)),
+                stall_timeout_s=run_config.stall_timeout_s,
                 stop_event=policy.closed_event,
             )
     finally:
@@ -188,45 +177,52 @@ def drive(
     if stop_event is not None:
         sleep = interruptible(stop_event)
     pacer = _Pacer(clock, sleep)
-    loop = StopState(hold, stall_timeout_s)
-    observe = loop.observing(observe, clock)
-    acted = 0
+    episode = Episode(player, max_actions=max_actions, hold=hold, stall_timeout_s=stall_timeout_s)
+    observe = episode.observing(observe, clock)
     try:
-        while acted < max_actions:
+        while True:
             if stop_event is not None and stop_event.is_set():
                 raise SequencesError("the policy handle was closed during run()")
             now = clock()
             tick = player.tick(now, observe)
             if tick.action is not None:
-                refused = refusal(validate, tick.action)
-                if refused is not None:
-                    loop.stop()
-                    outcome = _finish(player, "validate", acted)
-                    return outcome if refused is True else replace(outcome, error=refused)
+                if not episode.offer(refusal(validate, tick.action)):
+                    return episode.outcome
                 act(tick.action)
-                acted += 1
-                if acted == max_actions:
+                if episode.commit():
                     break
-            loop.after(tick, clock(), acted=tick.action is not None)
-            period = player.period_s or period_hint_s
-            if tick.kind == "waiting" and period is None:
-                started = clock()
-                if not player.wait_any(WAITING_POLL_S) and clock() - started < WAITING_POLL_S:
-                    sleep(WAITING_POLL_S)  # nothing in flight (inputs not ready, retry later)
             else:
-                pacer.wait(now, period)
+                ended = episode.empty_tick(tick.kind, clock())
+                if ended is not None:
+                    episode.stop(error=ended)
+                    return episode.outcome
+            _pace(player, pacer, tick, now, period_hint_s, clock, sleep)
     except SequencesError as exc:
-        loop.stop(exc)
-        return replace(_finish(player, f"raised:{type(exc).__name__}", acted), error=exc)
+        episode.stop(error=exc)
+        return episode.outcome
     except BaseException as exc:
-        loop.stop(exc)
+        episode.stop(error=exc)  # hold, then the caller's bug propagates unchanged
         raise
-    return _finish(player, "completed", acted)
+    episode.stop("completed")
+    return episode.outcome
 
 
-def _finish(player: Player, reason: str, acted: int) -> RunOutcome:
-    outcome = player.outcome(reason=reason, stopped_early=reason != "completed")
-    return replace(outcome, actions=acted)
+def _pace(
+    player: Player,
+    pacer: _Pacer,
+    tick: Tick,
+    now: float,
+    period_hint_s: float | None,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> None:
+    period = player.period_s or period_hint_s
+    if tick.kind == "waiting" and period is None:
+        started = clock()
+        if not player.wait_any(WAITING_POLL_S) and clock() - started < WAITING_POLL_S:
+            sleep(WAITING_POLL_S)  # nothing in flight (inputs not ready, retry later)
+    else:
+        pacer.wait(now, period)
 
 
 class _Pacer:
@@ -256,18 +252,18 @@ class _Pacer:
             self._n = math.floor((now - self._t0) / self._period)
 
 
-def _catalogue_timing(policy: RunnableSource) -> tuple[float | None, float | None]:
-    """(seconds a chunk covers, control period) from the catalogue; (None, None) when it
-    cannot be read: the first chunk will tell, at the cost of a stall at the first seam for
-    chunks shorter than the round trip."""
+def _catalogue_entry(policy: RunnableSource) -> Model | None:
+    """The catalogue entry, or None when it cannot be read: the first chunk will tell the
+    rate and length, at the cost of a stall at the first seam for chunks shorter than the
+    round trip."""
     try:
-        entry = policy.describe()
-        covers, hz = float(entry.covers_seconds), float(policy.control_hz or entry.control_hz)
+        return policy.describe()
     except SequencesError:
-        return None, None
-    if not (math.isfinite(covers) and covers > 0 and math.isfinite(hz) and hz > 0):
-        return None, None
-    return covers, 1.0 / hz
+        return None
+
+
+def _period(hz: float | None) -> float | None:
+    return 1.0 / hz if hz is not None and math.isfinite(hz) and hz > 0 else None
 
 
 def _warn_unvalidated() -> None:

@@ -5,14 +5,22 @@ its distance from the median (latency is right-skewed: with a lognormal p99 of 2
 median, a p95 lead stalled 3-5 % of chunk boundaries; this one stays under 1 %).
 Until five refills were measured the slowest one stands in for it.
 
-The lag. A chunk observed at ``t_o`` arrives at ``t_o + L`` and is playable until
-``t_o + lag + covers``. By default (``freshness="round_trip"``) the lag is the expected refill
-time, so a request started one lead (the same expected time plus a period) before the plan
-ends lands in time, and requests are ``covers - period`` apart: the request floor, about 1.07
-per chunk of motion, whatever ``max_in_flight`` allows. ``freshness="fresh"`` aims at the
-smallest lag ``max_in_flight`` requests sustain (see ``lag_target``): plans up to L fresher,
-for one request per ``covers + lag - L`` of motion (1.7-2.7x the floor at a 0.79 s refill;
-the README's frontier has the measured figures).
+The lag, derived here once (``plan`` anchors chunks with it, ``engine`` asks for it). A chunk
+observed at ``t_o`` arrives at ``t_o + L`` (the round trip) and is playable until
+``t_o + lag + covers``: a window ``W = covers + lag - L``. With lag 0 every command would be
+as fresh as the pipeline allows, but a 0.50 s chunk at a 0.8 s round trip would be entirely
+in the past on arrival; with lag = L nothing is skipped but every command is L seconds old,
+which a policy conditioned on the arm's observed state turns into a backward yank at every
+swap. Requests start one lead (L + period) before the plan ends, so they are ``W - period``
+apart and about ``L / (W - period)`` are in flight.
+
+- ``freshness="round_trip"`` (default): lag = L, so requests are ``covers - period`` apart:
+  the request floor, about one per chunk of motion, whatever ``max_in_flight`` allows.
+- ``freshness="fresh"``: the smallest lag ``max_in_flight`` (M) requests sustain,
+  ``L + L/M - covers + period``: plans up to L fresher, for one request per ``W - period``
+  of motion (measured against the floor in bench/results/freshness.md).
+
+Delta spaces skip nothing, so a smaller lag would only cost requests there: they keep L.
 """
 
 from __future__ import annotations
@@ -86,12 +94,7 @@ class RefillTiming:
         return max(self.expected_latency(period_s), lag_s) + period_s
 
     def lag_target(self, period_s: float, covers_s: float, action_space: str | None) -> float:
-        """The lag to move toward. A chunk observed at t_o arrives at t_o + L and is playable
-        until t_o + lag + covers: a window W = covers + lag - L. Requests start one lead
-        (L + period) before the plan ends, so they are W - period apart and about
-        L / (W - period) are in flight; at most ``max_in_flight`` (M) can be, hence the
-        smallest lag is L + L/M - covers + period. Delta spaces skip nothing, so a smaller
-        lag only costs requests there: they keep the round trip, the default everywhere."""
+        """The lag to move toward (derived in the module docs), L the expected refill."""
         latency = self.expected_latency(period_s)
         if self.freshness == "round_trip" or action_space not in SKIPPING_SPACES:
             return latency

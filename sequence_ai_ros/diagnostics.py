@@ -72,7 +72,7 @@ def _stop_summary(health: Health) -> tuple[int, str] | None:
     if isinstance(error, Unavailable) and error.warming:
         wait = f"; retry after {error.retry_after_s:g} s" if error.retry_after_s else ""
         return WARN, f"model warming up{wait}: {what}"
-    if end.reason in ("stopped", "deactivated"):
+    if end.reason == "stopped":
         return OK, what
     return ERROR, what
 

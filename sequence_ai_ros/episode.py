@@ -1,21 +1,25 @@
-"""Episode bookkeeping: one bounded episode at a time, an e-stop latch, one hold per stop.
+"""The node's episodes: numbering and the e-stop latch around the core ``Episode``.
 
 Plain state with no ROS and no I/O, so the rules are testable on their own:
 - an episode starts only when the node is active, none is running and the e-stop is released;
 - the e-stop latches: while it is latched nothing starts, and releasing it does not resume;
-- every episode ends exactly once, and only that first end asks for a hold.
+- counting, stopping and holding are the core ``sequence_ai_core.episode.Episode``'s, the
+  same as ``Policy.run()``'s: every episode ends exactly once, only that end holds, and the
+  counts in diagnostics are the outcome's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sequence_ai_core.episode import Episode, StopReason
+from sequence_ai_core.outcome import RunOutcome
+
 
 @dataclass(frozen=True)
 class EpisodeEnd:
     number: int
-    # completed | validate | estop | stale_input | stopped | deactivated | raised:<Class>
-    reason: str
+    reason: str  # a StopReason, or raised:<Class>
     actions: int
     early: bool
     detail: str = ""
@@ -24,30 +28,36 @@ class EpisodeEnd:
 class Episodes:
     def __init__(self) -> None:
         self.number = 0
-        self.running = False
-        self.actions = 0
-        self.max_actions = 0
+        self.current: Episode | None = None
         self.estop_latched = False
         self.last_end: EpisodeEnd | None = None
+        self._recorded: Episode | None = None  # the episode whose end is last_end
 
-    def start(self, *, active: bool, max_actions: int) -> str | None:
-        """Begin an episode; None on success, else why it cannot start."""
+    @property
+    def running(self) -> bool:
+        return self.current is not None and not self.current.ended
+
+    @property
+    def actions(self) -> int:
+        """Actions committed in the running (or last) episode."""
+        return self.current.actions if self.current is not None else 0
+
+    def refusal(self, *, active: bool) -> str | None:
+        """Why no episode may start now, or None."""
         if not active:
             return "node is not active"
         if self.estop_latched:
             return "e-stop is latched; release it first"
         if self.running:
             return f"episode {self.number} is already running"
-        self.number += 1
-        self.running = True
-        self.actions = 0
-        self.max_actions = max_actions
         return None
 
-    def count_action(self) -> bool:
-        """Record one published action; True when the episode has reached max_actions."""
-        self.actions += 1
-        return self.actions >= self.max_actions
+    def start(self, episode: Episode) -> None:
+        """Number and run ``episode`` (after ``refusal`` said it may start)."""
+        if self.running:
+            raise RuntimeError(f"episode {self.number} is already running")
+        self.number += 1
+        self.current = episode
 
     def set_estop(self, engaged: bool) -> bool:
         """Apply an e-stop message; True if a running episode must stop now."""
@@ -57,11 +67,23 @@ class Episodes:
         self.estop_latched = True
         return self.running
 
-    def end(self, reason: str, detail: str = "") -> EpisodeEnd | None:
-        """Finish the running episode; None if none was running (no second hold)."""
-        if not self.running:
+    def end(
+        self,
+        reason: StopReason | None,
+        *,
+        error: BaseException | None = None,
+        detail: str = "",
+    ) -> tuple[EpisodeEnd, RunOutcome] | None:
+        """Stop the running episode (its one hold included) and record its end; None if
+        that end was recorded already. An episode that stopped itself (a refused offer) is
+        recorded with its own reason and detail."""
+        episode = self.current
+        if episode is None or episode is self._recorded:
             return None
-        self.running = False
-        early = reason != "completed"
-        self.last_end = EpisodeEnd(self.number, reason, self.actions, early, detail)
-        return self.last_end
+        outcome = episode.stop(reason, error=error, detail=detail) or episode.outcome
+        self._recorded = episode
+        end = EpisodeEnd(
+            self.number, outcome.reason, episode.actions, outcome.stopped_early, episode.detail
+        )
+        self.last_end = end
+        return end, outcome

@@ -104,10 +104,10 @@ class InputStore:
     def measured_arm(self, max_age_s: float | None = None) -> FloatArray | None:
         """Latest arm joint positions, or None if there is none as fresh as ``max_age_s``.
         Targets built on a frozen reading (a stalled driver) would pull the arm back."""
-        if self.arm_problem(max_age_s) is not None:
+        reading = self._joints.payload if self._joints is not None else None
+        if self.arm_problem(max_age_s) is not None or not isinstance(reading, JointReading):
             return None
-        assert self._joints is not None and isinstance(self._joints.payload, JointReading)
-        return self._joints.payload.positions.copy()
+        return reading.positions.copy()
 
     def _fresh(self, what: str, received: _Received | None, now: float) -> _Received:
         if received is None:
@@ -149,9 +149,8 @@ class InputStore:
         now = self._monotonic()
         try:
             joints = self._fresh("joint_states", self._joints, now).payload
-            if isinstance(joints, InputProblem):
-                raise joints
-            assert isinstance(joints, JointReading)
+            if not isinstance(joints, JointReading):  # the reading was unusable
+                raise joints if isinstance(joints, InputProblem) else InputProblem(str(joints))
             frames = tuple(self._frame(c.view, c.topic, now) for c in self._config.cameras)
         except InputProblem as exc:
             self.problem = str(exc)

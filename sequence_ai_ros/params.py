@@ -11,11 +11,26 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast
 
-from sequence_ai_core.engine import FRESHNESS
+from sequence_ai_core.engine_config import FRESHNESS, Freshness, RunConfig, expected_covers_s
+from sequence_ai_core.types import Model
 
 from .trajectories import TRAJECTORY_MODES
+
+#: The engine and episode settings, whose defaults are the core's (one source for both drivers).
+_RUN = RunConfig()
+#: Node parameters that are ``RunConfig`` fields of the same name (``run_config``); control_hz
+#: too, where the parameter's 0 means the chunk's own rate (None).
+RUN_PARAMETERS = (
+    "prefetch",
+    "max_in_flight",
+    "freshness",
+    "smooth_seam",
+    "startup_timeout_s",
+    "stall_timeout_s",
+    "control_hz",
+)
 
 OUTPUT_TYPES = ("float64_multi_array", "joint_trajectory", "joint_state")
 JOINT_OUTPUTS = frozenset({"joint_trajectory", "joint_state"})
@@ -25,10 +40,15 @@ IMAGE_ENCODINGS = ("raw", "compressed")
 SECRET_NAME = re.compile(r"(api[_\-.]?key|secret|token|password|bearer|credential)", re.I)
 
 
+ParamKind = Literal[
+    "bool", "integer", "double", "string", "integer_array", "double_array", "string_array"
+]
+
+
 @dataclass(frozen=True)
 class ParamSpec:
     name: str
-    kind: str  # bool | integer | double | string | integer_array | double_array | string_array
+    kind: ParamKind
     default: Any  # None: statically typed and unset
     description: str
     constraints: str = ""
@@ -80,19 +100,40 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ),
     ParamSpec("max_actions", "integer", 1500, "Actions per episode before it completes.", ">= 1"),
     ParamSpec("autostart", "bool", False, "Start an episode on activate."),
-    ParamSpec("prefetch", "bool", True, "Request the next chunk before the plan runs out."),
-    ParamSpec("max_in_flight", "integer", 3, "Requests outstanding at once.", ">= 1"),
+    ParamSpec(
+        "prefetch", "bool", _RUN.prefetch, "Request the next chunk before the plan runs out."
+    ),
+    ParamSpec(
+        "max_in_flight", "integer", _RUN.max_in_flight, "Requests outstanding at once.", ">= 1"
+    ),
     ParamSpec(
         "freshness",
         "string",
-        "round_trip",
+        _RUN.freshness,
         "Plan lag: round trip (request floor) or smallest sustainable (fresh, more requests).",
         "|".join(FRESHNESS),
     ),
     ParamSpec(
-        "smooth_seam", "integer", 0, "Steps blended at a chunk seam (absolute spaces).", ">= 0"
+        "smooth_seam",
+        "integer",
+        _RUN.smooth_seam,
+        "Steps blended at a chunk seam (absolute spaces).",
+        ">= 0",
     ),
-    ParamSpec("startup_timeout_s", "double", 0.0, "Wait this long for a warming model.", ">= 0"),
+    ParamSpec(
+        "startup_timeout_s",
+        "double",
+        _RUN.startup_timeout_s,
+        "Wait this long for a warming model.",
+        ">= 0",
+    ),
+    ParamSpec(
+        "stall_timeout_s",
+        "double",
+        _RUN.stall_timeout_s,
+        "An episode whose plan stays empty (the arm held) this long ends (Stalled).",
+        "> 0",
+    ),
     ParamSpec("max_observation_age_s", "double", 0.5, "Inputs older than this are stale.", "> 0"),
     ParamSpec("lower_limits", "double_array", None, "Per-dimension lower bound of an action."),
     ParamSpec("upper_limits", "double_array", None, "Per-dimension upper bound of an action."),
@@ -144,9 +185,10 @@ class NodeConfig:
     autostart: bool
     prefetch: bool
     max_in_flight: int
-    freshness: str
+    freshness: Freshness
     smooth_seam: int
     startup_timeout_s: float
+    stall_timeout_s: float
     max_observation_age_s: float
     lower_limits: tuple[float, ...]
     upper_limits: tuple[float, ...]
@@ -355,9 +397,10 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         autostart=bool(raw["autostart"]),
         prefetch=bool(raw["prefetch"]),
         max_in_flight=_int(raw, "max_in_flight", minimum=1),
-        freshness=_choice(raw, "freshness", FRESHNESS),
+        freshness=cast(Freshness, _choice(raw, "freshness", FRESHNESS)),
         smooth_seam=_int(raw, "smooth_seam", minimum=0),
         startup_timeout_s=_finite(raw, "startup_timeout_s", minimum=0.0, strict=False),
+        stall_timeout_s=_finite(raw, "stall_timeout_s", minimum=0.0, strict=True),
         max_observation_age_s=_finite(raw, "max_observation_age_s", minimum=0.0, strict=True),
         lower_limits=lower,
         upper_limits=upper,
@@ -408,3 +451,10 @@ def check_against_model(
     missing = [v for v in camera_views if v not in {c.view for c in config.cameras}]
     if missing:
         warn(f"camera views {missing} of the model have no topic; requests go without them")
+
+
+def run_config(config: NodeConfig, model: Model) -> RunConfig:
+    """The engine and episode settings of an episode: the ``RUN_PARAMETERS``, and the chunk
+    length from the catalogue so that the first requests stagger (0.50/0.64 s models)."""
+    settings = {name: getattr(config, name) for name in RUN_PARAMETERS}
+    return RunConfig(**settings, expected_covers_s=expected_covers_s(model))

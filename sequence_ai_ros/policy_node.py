@@ -21,8 +21,10 @@ from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.signals import SignalHandlerOptions
 
 from sequence_ai_core.credentials import resolve_api_key
-from sequence_ai_core.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.engine import PlaybackEngine
+from sequence_ai_core.episode import Episode, StopReason
 from sequence_ai_core.errors import SequencesError
+from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.types import ABSOLUTE_SPACES
 
@@ -35,6 +37,16 @@ from .safety import SafetyChecks, load_validator
 #: Where the node reads an openpi server's key (sent as ``Authorization: Api-Key``); the
 #: gateway's key is never sent to an openpi server.
 OPENPI_KEY_ENV = "OPENPI_API_KEY"
+
+#: The lifecycle state each transition leads to when its callback succeeds (diagnostics).
+_AFTER = {
+    "configure": "inactive",
+    "activate": "active",
+    "deactivate": "inactive",
+    "cleanup": "unconfigured",
+    "shutdown": "unconfigured",
+    "error recovery": "unconfigured",
+}
 
 
 class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
@@ -63,17 +75,20 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._safety: SafetyChecks | None = None
         self._secret: str | None = None
         self._timer: Any = None
-        self._timer_period = 0.0
         self._default_period = 0.0
-        self._last_outcome: Any = None
+        self._last_outcome: RunOutcome | None = None
         self._last_error: BaseException | None = None
 
     # ------------------------------------------------------------------ transitions
 
     def _guarded(self, name: str, body: Callable[[], bool]) -> TransitionCallbackReturn:
-        """rclpy turns an exception in a transition into ERROR without a word: log it here."""
+        """rclpy turns an exception in a transition into ERROR without a word: log it here.
+        The one place the node's view of its lifecycle state changes (``_AFTER``)."""
         try:
-            return TransitionCallbackReturn.SUCCESS if body() else TransitionCallbackReturn.FAILURE
+            if not body():
+                return TransitionCallbackReturn.FAILURE
+            self._lifecycle = _AFTER[name]
+            return TransitionCallbackReturn.SUCCESS
         except params.ParameterError as exc:
             self._configure_problem = f"{name} failed: {exc}"
             self.get_logger().error(self._configure_problem)
@@ -100,13 +115,24 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         result = super().on_activate(state)  # enables the lifecycle publishers
         if result != TransitionCallbackReturn.SUCCESS:
             return result
-        return self._guarded("activate", self._activate)
+        result = self._guarded("activate", self._activate)
+        if result == TransitionCallbackReturn.SUCCESS and self.config and self.config.autostart:
+            self._autostart()
+        return result
+
+    def _autostart(self) -> None:
+        """After activate succeeded (start_episode needs the node active)."""
+        try:
+            problem = self.start_episode()
+        except Exception as exc:  # logged with its cause; the node stays active and serves
+            problem = f"{type(exc).__name__}: {self._redact(exc)}"
+        if problem:
+            self.get_logger().warning(f"autostart: no episode started: {problem}")
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
         # Hold first: lifecycle publishers drop messages once super().on_deactivate() ran.
         result = self._guarded("deactivate", lambda: self._deactivate("deactivated"))
         super_result = super().on_deactivate(state)
-        self._lifecycle = "inactive"
         return result if result != TransitionCallbackReturn.SUCCESS else super_result
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
@@ -168,7 +194,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self.io = NodeIO(self, config, model)
         self.io.create()
         self.health.hardware_id = config.hardware_id
-        self._lifecycle = "inactive"
         self.get_logger().info(
             f"configured {model.id}: {model.action_dim} dims at {model.control_hz:g} Hz, "
             f"output {config.output_type}"
@@ -192,28 +217,22 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         )
 
     def _activate(self) -> bool:
-        assert self.config is not None
-        self._lifecycle = "active"
         self._set_timer(self._default_period)
-        if self.config.autostart:
-            problem = self.start_episode()
-            if problem:
-                self.get_logger().warning(f"autostart: no episode started: {problem}")
         return True
 
     def _deactivate(self, why: str) -> bool:
+        """Stop the episode (reason ``stopped``; ``why`` is the detail), cancel the timer."""
         self.stop_episode("stopped", detail=why)
         if self._timer is not None:
             self.destroy_timer(self._timer)
             self._timer = None
-        if self._lifecycle == "active":
-            self._lifecycle = "inactive"
         return True
 
     def release(self, why: str) -> None:
         """Stop (with hold), then close the connection and destroy the interfaces."""
         self._deactivate(why)
         self._teardown()
+        self._lifecycle = "unconfigured"
 
     def _teardown(self) -> bool:
         """Undo configure (diagnostics keep reporting)."""
@@ -223,64 +242,60 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if self._policy is not None:
             self._policy.close()
         self._clear()
-        self._lifecycle = "unconfigured"
         return True
 
     # ------------------------------------------------------------------ episodes
 
     def start_episode(self) -> str | None:
         """Begin an episode; None on success, else why not."""
-        if self.config is None or self._policy is None:
+        config, policy, io = self.config, self._policy, self.io
+        if config is None or policy is None or io is None:
             return "node is not configured"
-        # Built before episodes.start(): a ValueError here must not leave an episode "running"
-        # without an engine. A catalogue entry without horizon/rate covers 0 s: unknown.
-        covers = self._policy.describe().covers_seconds
-        engine_config = EngineConfig(
-            prefetch=self.config.prefetch,
-            max_in_flight=self.config.max_in_flight,
-            freshness=self.config.freshness,
-            smooth_seam=self.config.smooth_seam,
-            startup_timeout_s=self.config.startup_timeout_s,
-            control_hz=self.config.control_hz,
-            # Known chunk length lets the first requests stagger (0.50/0.64 s models).
-            expected_covers_s=covers if covers > 0 else None,
-        )
-        problem = self.episodes.start(
-            active=self._lifecycle == "active", max_actions=self.config.max_actions
-        )
+        problem = self.episodes.refusal(active=self._lifecycle == "active")
         if problem:
             return problem
-        self.engine = PlaybackEngine(self._policy, engine_config, clock=time.monotonic)
+        # Built before the episode counts as started: a refusal here leaves nothing running.
+        engine = PlaybackEngine(policy, params.run_config(config, policy.describe()))
+        self.episodes.start(
+            Episode(
+                engine,
+                max_actions=config.max_actions,
+                hold=lambda: io.hold(early=True),
+                hold_underrun=io.hold_underrun,  # absolute targets hold by themselves
+                stall_timeout_s=config.stall_timeout_s,
+            )
+        )
+        self.engine = engine
         self._last_error = None
-        assert self.io is not None
-        self.io.begin_episode()
+        io.begin_episode()
         self.get_logger().info(f"episode {self.episodes.number} started")
         return None
 
     def stop_episode(
-        self, reason: str, *, detail: str = "", error: BaseException | None = None
+        self, reason: StopReason | None, *, detail: str = "", error: BaseException | None = None
     ) -> bool:
-        """End the running episode: hold (exactly once), record the outcome. False if idle."""
-        end = self.episodes.end(reason, detail)
-        if end is None:
+        """End the running episode (``raised:<Class>`` of ``error`` when ``reason`` is None):
+        the episode's one hold, its outcome. False if none was running."""
+        ended = self.episodes.end(reason, error=error, detail=detail)
+        if ended is None:
             return False
-        assert self.io is not None
-        # A completed absolute plan ends on its last target, which holds by itself: a hold at
-        # the measured position would be one more command, a small step back.
-        if end.early or self.io.action_space not in ABSOLUTE_SPACES:
-            self.io.hold(early=end.early)
+        end, self._last_outcome = ended
+        # A forward controller keeps executing a velocity, so a completed velocity episode
+        # ends with zeros too. A completed absolute plan ends on its last target, which holds
+        # by itself: a hold at the measured position would be one more command, a step back.
+        if not end.early and self.io is not None and self.io.action_space not in ABSOLUTE_SPACES:
+            self.io.hold(early=False)
         if self.engine is not None:
-            self._last_outcome = self.engine.outcome(reason=reason, stopped_early=end.early)
             # Never block the executor on an HTTP exchange still in flight (up to timeout_s).
             self.engine.close(wait=False)
             self.engine = None
         self._last_error = error
         text = self._redact(
-            f"episode {end.number} ended: {reason}{f' ({detail})' if detail else ''}; "
+            f"episode {end.number} ended: {end.reason}{f' ({end.detail})' if end.detail else ''}; "
             f"{self._last_outcome!r}"
         )
         # One call site per severity: rclpy raises if a call site changes its severity.
-        if end.early and reason != "stopped":
+        if end.early and end.reason != "stopped":
             self.get_logger().error(text)
         else:
             self.get_logger().info(text)
@@ -300,7 +315,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
     def fail_safe(self, exc: BaseException) -> None:
         """An exception escaped a callback: log it, hold, and keep serving (e-stop, services)."""
         self.get_logger().error(self._redact(f"callback raised: {traceback.format_exc()}"))
-        self.stop_episode(f"raised:{type(exc).__name__}", detail=str(exc), error=exc)
+        self.stop_episode(None, detail=str(exc), error=exc)
 
     # ------------------------------------------------------------------ control loop
 
@@ -308,49 +323,50 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if self._timer is not None:
             self.destroy_timer(self._timer)
         self._timer = self.create_timer(period, self.on_tick)
-        self._timer_period = period
 
     @property
     def timer_period(self) -> float:
-        return self._timer_period if self._timer is not None else 0.0
+        """The timer's own period (seconds), 0 without a timer: rclpy holds it."""
+        return float(self._timer.timer_period_ns) * 1e-9 if self._timer is not None else 0.0
 
     def on_tick(self) -> None:
-        engine, io, safety = self.engine, self.io, self._safety
-        if engine is None or io is None or safety is None or not self.episodes.running:
+        engine, io, safety, config = self.engine, self.io, self._safety, self.config
+        episode = self.episodes.current
+        if engine is None or io is None or safety is None or config is None:
+            return
+        if episode is None or episode.ended:
             return
         # One rule for every output type: an arm state older than max_observation_age_s ends
         # motion and the episode at this tick, i.e. within that age plus one control period of
         # the last reading. A plan must not play on (or a target be built) on a frozen reading.
-        assert self.config is not None
-        stale = io.inputs.arm_stale(self.config.max_observation_age_s)
+        stale = io.inputs.arm_stale(config.max_observation_age_s)
         if stale is not None:
             self.stop_episode("stale_input", detail=stale)
             return
+        now = time.monotonic()
         try:
-            tick = engine.tick(time.monotonic(), io.inputs.observe)
-        except SequencesError as exc:
-            self.stop_episode(f"raised:{type(exc).__name__}", detail=str(exc), error=exc)
-            return
+            tick = engine.tick(now, io.inputs.observe)
         except Exception as exc:  # an untyped failure must still hold, not kill the executor
-            self.get_logger().error(self._redact(traceback.format_exc()))
-            self.stop_episode(f"raised:{type(exc).__name__}", detail=str(exc), error=exc)
+            if not isinstance(exc, SequencesError):
+                self.get_logger().error(self._redact(traceback.format_exc()))
+            self.stop_episode(None, detail=str(exc), error=exc)
             return
         period = engine.period_s or self._default_period
-        if abs(period - self._timer_period) > 1e-9:
+        if abs(period - self.timer_period) > 1e-6:  # the timer keeps whole nanoseconds
             self._set_timer(period)  # the chunk's rate differs from the catalogue's
         if tick.new_chunk:
             io.publish_chunk(engine)
-        if tick.kind == "action" and tick.action is not None:
-            remaining = self.episodes.max_actions - self.episodes.actions
-            problem = io.play(
-                tick.action, engine.action_space or "", safety, period, tick, remaining
-            )
-            if problem:
-                self.stop_episode("validate", detail=problem)
-            elif self.episodes.count_action():
-                self.stop_episode("completed")
-        elif tick.kind == "underrun":
-            io.hold_underrun()
+        if tick.action is None:
+            stalled = episode.empty_tick(tick.kind, now)  # the underrun hold, the stall bound
+            if stalled is not None:
+                self.stop_episode(None, detail=str(stalled), error=stalled)
+            return
+        space = engine.action_space or ""
+        problem = io.play(tick.action, space, safety, period, tick, episode.remaining)
+        if not episode.offer(problem):  # refused: nothing went out
+            self.stop_episode("validate", detail=problem or "")
+        elif episode.commit():
+            self.stop_episode("completed")
 
     # ------------------------------------------------------------------ diagnostics
 

@@ -150,8 +150,8 @@ class Robot:
 
     def tick(self, now: float) -> None:
         result = self.engine.tick(now, self.observe)
-        if result.kind == "action":
-            assert result.action is not None
+        if result.action is not None:
+            self.engine.commit()  # it went out
             self.values.append(float(result.action[0]))
             self.behind.append(now - float(result.action[0]))
             self.staleness.append(result.staleness_s)

@@ -57,7 +57,11 @@ def engine_on(
 
 
 def tick(engine: PlaybackEngine, now: float) -> Tick:
-    return engine.tick(now, observation)
+    """A driver's tick: the action it hands out goes out (is committed)."""
+    result = engine.tick(now, observation)
+    if result.action is not None:
+        engine.commit()
+    return result
 
 
 def start(engine: PlaybackEngine, first_at: float = 0.2) -> Tick:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from conftest import TEST_KEY
@@ -50,10 +50,18 @@ def policy(sim: GatewaySimulator) -> Iterator[Policy]:
         yield p
 
 
+def sent(engine: PlaybackEngine, now: float, observe: Callable[[], Observation | None]) -> Tick:
+    """A driver's tick: the action it hands out goes out (is committed)."""
+    result = engine.tick(now, observe)
+    if result.action is not None:
+        engine.commit()
+    return result
+
+
 def first_chunk(engine: PlaybackEngine, observe: Observer, at: float = 0.2) -> Tick:
-    engine.tick(0.0, observe)
+    sent(engine, 0.0, observe)
     assert engine.wait_idle(HANG_GUARD_S)
-    result = engine.tick(at, observe)
+    result = sent(engine, at, observe)
     assert result.kind == "action"
     return result
 
@@ -78,7 +86,7 @@ def test_pipelined_refills_are_staggered_each_with_a_fresh_observation(clean_env
         for k in range(1, 16):
             now = 0.3 + k * 0.02
             before = engine.in_flight
-            engine.tick(now, observe)
+            sent(engine, now, observe)
             if engine.in_flight > before:
                 starts.append(round(now, 3))
         assert engine.in_flight == 3
@@ -98,7 +106,7 @@ def test_prefetch_starts_one_lead_before_the_plan_ends(policy: Policy) -> None:
         first_chunk(engine, observe, at=0.2)  # plan ends at 1.2; lead = 0.2 + 1/15
         period = 1 / 15
         for k in range(1, 15):
-            engine.tick(0.2 + k * period, observe)
+            sent(engine, 0.2 + k * period, observe)
             if engine.in_flight:
                 break
         assert 1.2 - (0.2 + k * period) < engine.lead_s() <= 1.2 - (0.2 + (k - 1) * period)
@@ -113,12 +121,12 @@ def test_underruns_are_counted_timed_and_reported(sim: GatewaySimulator, policy:
     with PlaybackEngine(policy, config, on_underrun=gaps.append) as engine:
         first_chunk(engine, observe, at=0.2)
         for k in range(1, 15):
-            assert engine.tick(0.2 + k * period, observe).kind == "action"
+            assert sent(engine, 0.2 + k * period, observe).kind == "action"
         sim.set_latency(0.5)  # the closed-loop refill starts at the first empty tick
-        kinds = [engine.tick(0.2 + k * period, observe).kind for k in (15, 16, 17)]
+        kinds = [sent(engine, 0.2 + k * period, observe).kind for k in (15, 16, 17)]
         assert kinds == ["underrun"] * 3
         assert engine.wait_idle(HANG_GUARD_S)
-        resumed = engine.tick(0.2 + 18 * period, observe)
+        resumed = sent(engine, 0.2 + 18 * period, observe)
         assert (resumed.kind, resumed.step_index, resumed.new_chunk) == ("action", 0, True)
         outcome = engine.outcome(reason="completed", stopped_early=False)
     assert gaps == pytest.approx([period, 2 * period, 3 * period])
@@ -140,7 +148,7 @@ def test_warming_before_the_first_action_is_waited_out_re_observing(
         kinds = []
         warming = []
         while now < 3.0:
-            kinds.append(engine.tick(now, observe).kind)
+            kinds.append(sent(engine, now, observe).kind)
             engine.wait_idle(HANG_GUARD_S)
             warming.append(engine.snapshot()["warming"])
             now += 0.1
@@ -159,17 +167,17 @@ def test_warming_past_the_startup_deadline_raises(sim: GatewaySimulator, policy:
     observe = Observer()
     sim.inject(Fault.warming(retry_after_s=100.0), times=5)
     with PlaybackEngine(policy, EngineConfig(startup_timeout_s=1.0)) as engine:
-        engine.tick(0.0, observe)
+        sent(engine, 0.0, observe)
         engine.wait_idle(HANG_GUARD_S)
-        engine.tick(0.5, observe)  # warming: retry at the deadline (t=1.0), not in 100 s
+        sent(engine, 0.5, observe)  # warming: retry at the deadline (t=1.0), not in 100 s
         assert engine.in_flight == 0
-        engine.tick(0.9, observe)
+        sent(engine, 0.9, observe)
         assert engine.in_flight == 0
-        engine.tick(1.0, observe)
+        sent(engine, 1.0, observe)
         assert engine.in_flight == 1
         engine.wait_idle(HANG_GUARD_S)
         with pytest.raises(Unavailable) as raised:
-            engine.tick(1.1, observe)
+            sent(engine, 1.1, observe)
         assert raised.value.warming
         assert engine.outcome(reason="x", stopped_early=True).retries == 1
 
@@ -179,10 +187,10 @@ def test_warming_without_a_startup_timeout_raises_at_once(
 ) -> None:
     sim.inject(Fault.warming())
     with PlaybackEngine(policy) as engine:
-        engine.tick(0.0, Observer())
+        sent(engine, 0.0, Observer())
         engine.wait_idle(HANG_GUARD_S)
         with pytest.raises(Unavailable):
-            engine.tick(0.1, Observer())
+            sent(engine, 0.1, Observer())
 
 
 def mid_run_failure(
@@ -193,7 +201,7 @@ def mid_run_failure(
     engine = PlaybackEngine(policy, EngineConfig(startup_timeout_s=5.0))
     first_chunk(engine, observe, at=0.2)
     sim.inject(fault, times=times)
-    engine.tick(0.2 + 14 / 15, observe)
+    sent(engine, 0.2 + 14 / 15, observe)
     assert engine.in_flight == 1
     assert engine.wait_idle(HANG_GUARD_S)
     return engine, observe
@@ -204,7 +212,7 @@ def test_warming_after_the_first_action_raises_even_with_plan_left(
 ) -> None:
     engine, observe = mid_run_failure(sim, policy, Fault.warming(retry_after_s=1.0))
     with engine, pytest.raises(Unavailable):
-        engine.tick(0.2 + 14.2 / 15, observe)
+        sent(engine, 0.2 + 14.2 / 15, observe)
 
 
 @pytest.mark.parametrize(
@@ -216,7 +224,7 @@ def test_fatal_errors_raise_at_once(
 ) -> None:
     engine, observe = mid_run_failure(sim, policy, fault)
     with engine, pytest.raises(error):
-        engine.tick(0.2 + 14.2 / 15, observe)
+        sent(engine, 0.2 + 14.2 / 15, observe)
 
 
 def test_transient_errors_are_retried_while_the_plan_covers_then_surface(
@@ -225,11 +233,11 @@ def test_transient_errors_are_retried_while_the_plan_covers_then_surface(
     engine, observe = mid_run_failure(sim, policy, Fault.status(503), times=2)
     with engine:
         retry_at = 0.2 + 14.2 / 15  # plan runs to 1.2: a retry fits
-        assert engine.tick(retry_at, observe).kind == "action"
+        assert sent(engine, retry_at, observe).kind == "action"
         assert engine.in_flight == 1 and observe.calls == 3
         assert engine.wait_idle(HANG_GUARD_S)
         with pytest.raises(Unavailable) as raised:
-            engine.tick(1.25, observe)  # the retry failed too, and the plan has run out
+            sent(engine, 1.25, observe)  # the retry failed too, and the plan has run out
         assert not raised.value.warming
         assert engine.outcome(reason="x", stopped_early=True).retries == 1
 
@@ -239,7 +247,7 @@ def test_a_retry_after_longer_than_the_plan_surfaces_the_error(
 ) -> None:
     engine, observe = mid_run_failure(sim, policy, Fault.status(429, headers={"Retry-After": "5"}))
     with engine, pytest.raises(Unavailable):
-        engine.tick(0.2 + 14.2 / 15, observe)
+        sent(engine, 0.2 + 14.2 / 15, observe)
 
 
 def refill_threads() -> list[threading.Thread]:
@@ -252,7 +260,7 @@ def test_close_joins_every_worker_and_is_idempotent(sim: GatewaySimulator, polic
     engine = PlaybackEngine(policy, EngineConfig(expected_covers_s=0.05))
     observe = Observer()
     for k in range(3):
-        engine.tick(k * 0.05, observe)
+        sent(engine, k * 0.05, observe)
     # before anything was measured, at most two start (a saturated gateway would queue more)
     assert engine.in_flight == 2 and len(set(refill_threads()) - others) == 2
     engine.close()
@@ -260,7 +268,7 @@ def test_close_joins_every_worker_and_is_idempotent(sim: GatewaySimulator, polic
     assert set(refill_threads()) - others == set()
     assert engine.snapshot()["state"] == "closed"
     with pytest.raises(RuntimeError):
-        engine.tick(1.0, observe)
+        sent(engine, 1.0, observe)
 
 
 def test_observe_returning_none_sends_nothing_that_tick(
@@ -274,10 +282,10 @@ def test_observe_returning_none_sends_nothing_that_tick(
 
     with PlaybackEngine(policy) as engine:
         for k in range(3):
-            assert engine.tick(k * 0.1, observe).kind == "waiting"
+            assert sent(engine, k * 0.1, observe).kind == "waiting"
         assert engine.in_flight == 0 and engine.snapshot()["requests"] == 0
         ready[0] = True
-        engine.tick(0.3, observe)
+        sent(engine, 0.3, observe)
         assert engine.in_flight == 1 and inner.calls == 1
 
 
@@ -287,7 +295,7 @@ def test_close_without_waiting_returns_at_once_and_the_worker_still_ends(
     others = set(refill_threads())
     sim.set_latency(1.0)
     engine = PlaybackEngine(policy)
-    engine.tick(0.0, Observer())
+    sent(engine, 0.0, Observer())
     wait_received(sim, 1)
     engine.close(wait=False)
     assert len(set(refill_threads()) - others) == 1  # its exchange is still under way

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import fields
 from typing import Any
 
 import humble_messages as messages
@@ -10,7 +11,12 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
+from sequence_ai_core.engine_config import RunConfig
+from sequence_ai_core.episode import Episode
 from sequence_ai_core.errors import OutOfCredit, Unavailable
+from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.stats import Handed, PlaybackStats
+from sequence_ai_core.types import Model
 from sequence_ai_ros import conversions as conv
 from sequence_ai_ros import diagnostics, params
 from sequence_ai_ros.episode import Episodes
@@ -50,6 +56,16 @@ def test_defaults_parse_and_fill_hardware_id() -> None:
     assert config.hardware_id == "sequence-ai:pi05-droid"
     assert config.control_hz is None and config.base_url is None
     assert config.cameras == () and config.joint_names == ()
+
+
+def test_the_node_settings_are_the_core_run_config() -> None:
+    """One dataclass drives run() and the node: same fields, same defaults."""
+    entry = Model("accounts/x/models/m", "m", "act", "a", "r", 7, 15, 30.0, ("exterior_1",))
+    settings = params.run_config(params.parse(raw_params()), entry)
+    assert settings == RunConfig(expected_covers_s=0.5)
+    changed = params.run_config(params.parse(raw_params(max_in_flight=1, control_hz=20.0)), entry)
+    assert (changed.max_in_flight, changed.control_hz) == (1, 20.0)
+    assert set(params.RUN_PARAMETERS) <= {f.name for f in fields(RunConfig)}
 
 
 @pytest.mark.parametrize(
@@ -156,22 +172,71 @@ def test_custom_validator_rejects_and_crashes_safely() -> None:
 # ---------------------------------------------------------------------- episodes
 
 
+class Counted:
+    """The engine side of an episode: the real statistics, fed what was committed."""
+
+    def __init__(self) -> None:
+        self.stats = PlaybackStats()
+
+    def commit(self) -> None:
+        now = float(self.stats.actions)
+        self.stats.commit(Handed(now, np.zeros(2), 0.0, 0.1, False, False))
+
+    def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome:
+        return self.stats.outcome(
+            reason=reason,
+            stopped_early=stopped_early,
+            elapsed_s=0.0,
+            action_space=None,
+            retries=0,
+            requests=0,
+            error=None,
+        )
+
+
 def test_estop_latches_and_each_episode_ends_once() -> None:
+    holds: list[int] = []
     episodes = Episodes()
-    assert episodes.start(active=False, max_actions=3) == "node is not active"
-    assert episodes.start(active=True, max_actions=3) is None
-    assert "already running" in str(episodes.start(active=True, max_actions=3))
+
+    def episode(max_actions: int) -> Episode:
+        return Episode(Counted(), max_actions=max_actions, hold=lambda: holds.append(1))
+
+    assert episodes.refusal(active=False) == "node is not active"
+    assert episodes.refusal(active=True) is None
+    episodes.start(episode(3))
+    assert "already running" in str(episodes.refusal(active=True))
     assert episodes.set_estop(True) is True  # running: must stop now
-    end = episodes.end("estop")
-    assert end is not None and end.early and end.number == 1
-    assert episodes.end("estop") is None  # a second stop does not hold again
-    assert "latched" in str(episodes.start(active=True, max_actions=3))
+    ended = episodes.end("estop")
+    assert ended is not None and ended[0].early and ended[0].number == 1 and holds == [1]
+    assert episodes.end("estop") is None and holds == [1]  # a second stop does not hold again
+    assert "latched" in str(episodes.refusal(active=True))
     assert episodes.set_estop(False) is False
     assert not episodes.running  # releasing does not resume
-    assert episodes.start(active=True, max_actions=2) is None
-    assert [episodes.count_action(), episodes.count_action()] == [False, True]
-    end = episodes.end("completed")
-    assert end is not None and not end.early and end.actions == 2
+    assert episodes.refusal(active=True) is None
+    episodes.start(episode(2))
+    current = episodes.current
+    assert current is not None
+    assert [current.commit(), current.commit()] == [False, True]
+    ended = episodes.end("completed")
+    assert ended is not None and not ended[0].early and holds == [1]  # completion: no hold
+    assert ended[0].actions == ended[1].actions == episodes.actions == 2
+
+
+def test_an_episode_refused_by_its_checks_is_recorded_with_its_own_detail() -> None:
+    episodes = Episodes()
+    episodes.start(Episode(Counted(), max_actions=5))
+    current = episodes.current
+    assert current is not None and current.offer(None) and not current.commit()
+    assert not current.offer("above upper_limits at index [0]")  # the episode stops itself
+    ended = episodes.end("validate")
+    assert ended is not None
+    end, outcome = ended
+    assert (end.reason, end.detail, end.actions, outcome.actions) == (
+        "validate",
+        "above upper_limits at index [0]",
+        1,
+        1,
+    )
 
 
 # ---------------------------------------------------------------------- hold

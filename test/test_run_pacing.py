@@ -11,7 +11,7 @@ import pytest
 from sequence_ai_core.engine import Tick
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.runner import drive
-from sequence_ai_core.stats import PlaybackStats
+from sequence_ai_core.stats import Handed, PlaybackStats
 from sequence_ai_core.types import FloatArray, Observation
 
 PERIOD = 0.1
@@ -36,6 +36,7 @@ class ScriptedPlayer:
         self.waiting = waiting
         self.ticks: list[float] = []
         self.period_s: float | None = None
+        self.stats = PlaybackStats()
 
     def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick:
         self.ticks.append(now)
@@ -44,11 +45,14 @@ class ScriptedPlayer:
         self.period_s = PERIOD
         return Tick(np.zeros(2), "action", 1, len(self.ticks), False, 0.0)
 
+    def commit(self) -> None:
+        self.stats.commit(Handed(self.ticks[-1], np.zeros(2), 0.0, PERIOD, False, False))
+
     def wait_any(self, timeout_s: float) -> bool:
         return False
 
     def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome:
-        return PlaybackStats().outcome(
+        return self.stats.outcome(
             reason=reason,
             stopped_early=stopped_early,
             elapsed_s=0.0,

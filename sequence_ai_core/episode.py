@@ -1,0 +1,204 @@
+"""One bounded episode, the same for every driver: ``Policy.run()`` and the ROS node.
+
+A driver ticks the engine and does the I/O (pacing, ``act`` or a publisher); the episode
+decides what each tick means, so both drivers count, stop and hold alike (DESIGN §4):
+
+- an action is *offered* with the driver's verdict on it (``validate``, the node's safety
+  checks); a refusal ends the episode (``validate``) and nothing is sent;
+- the action that actually went out is *committed*: the engine counts it, and ``commit``
+  says when ``max_actions`` is reached (the driver then stops with ``completed``);
+- an empty tick after the first action is an underrun: one hold per spell, and a plan that
+  stays empty past ``stall_timeout_s`` ends the episode (``raised:Stalled``);
+- ``stop`` ends it exactly once: one hold on an early stop (none when an underrun hold is
+  still in force), and the ``RunOutcome``, whose ``actions`` are the committed ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Literal, Protocol
+
+from .engine_config import TickKind
+from .errors import ChunkExhausted, SequencesError, Stalled
+from .outcome import RunOutcome
+from .types import Observation
+
+log = logging.getLogger(__name__)
+
+#: How an episode ends, besides ``raised:<Class>`` (built from the error by ``stop``).
+StopReason = Literal["completed", "validate", "estop", "stopped", "stale_input"]
+#: The driver's verdict on an action: None accepts it; a text (why) or an exception (a
+#: validator that answered something other than a boolean) refuses it.
+Verdict = str | BaseException | None
+
+
+def check_max_actions(max_actions: object) -> None:
+    """Every episode is bounded: a positive int, no run-forever."""
+    if isinstance(max_actions, bool) or not isinstance(max_actions, int) or max_actions <= 0:
+        raise ValueError(f"max_actions must be a positive int, got {max_actions!r}")
+
+
+class Committable(Protocol):
+    """What an episode needs from its engine: ``PlaybackEngine`` is one."""
+
+    def commit(self) -> None: ...
+
+    def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome: ...
+
+
+class Episode:
+    """One episode of at most ``max_actions`` committed actions. See module docs.
+
+    ``hold`` is called on an early stop and, unless ``hold_underrun`` is given, on the first
+    tick of each underrun; a stop while that underrun hold is in force does not repeat it
+    (``run()``). The node passes its own ``hold_underrun`` (absolute targets hold by
+    themselves), and then every early stop calls ``hold``.
+    """
+
+    def __init__(
+        self,
+        engine: Committable,
+        *,
+        max_actions: int,
+        hold: Callable[[], None] | None = None,
+        hold_underrun: Callable[[], None] | None = None,
+        stall_timeout_s: float | None = None,
+    ) -> None:
+        check_max_actions(max_actions)
+        self._engine = engine
+        self.max_actions = max_actions
+        self._hold = hold
+        self._hold_underrun = hold_underrun
+        self._stall_timeout_s = stall_timeout_s
+        self.actions = 0
+        self.detail = ""
+        self._held = False  # an underrun hold through ``hold`` is in force
+        self._in_underrun = False
+        self._empty_since: float | None = None
+        self._observe_none_since: float | None = None
+        self._outcome: RunOutcome | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self._outcome is not None
+
+    @property
+    def remaining(self) -> int:
+        """Actions still allowed, the one being offered included."""
+        return self.max_actions - self.actions
+
+    @property
+    def outcome(self) -> RunOutcome:
+        """The outcome of the ended episode."""
+        if self._outcome is None:
+            raise RuntimeError("the episode is still running")
+        return self._outcome
+
+    def offer(self, verdict: Verdict) -> bool:
+        """True if the tick's action may go out; a refusal stops the episode (``validate``)."""
+        if verdict is None:
+            return True
+        if isinstance(verdict, BaseException):
+            self.stop("validate", error=verdict, detail=str(verdict))
+        else:
+            self.stop("validate", detail=verdict)
+        return False
+
+    def commit(self) -> bool:
+        """The offered action went out: count it. True when ``max_actions`` is reached."""
+        self._engine.commit()
+        self.actions += 1
+        self._held = self._in_underrun = False
+        self._empty_since = None
+        return self.actions >= self.max_actions
+
+    def empty_tick(self, kind: TickKind, now: float) -> SequencesError | None:
+        """A tick with nothing to play: hold on the first tick of an underrun. Returns the
+        error that ends the episode once the plan stayed empty (or ``observe()`` returned
+        nothing) past ``stall_timeout_s``; the driver stops with it."""
+        if kind == "underrun" and not self._in_underrun:
+            self._in_underrun = True
+            self._hold_for_underrun()
+        if self._empty_since is None:
+            self._empty_since = now
+        bound = self._stall_timeout_s
+        if bound is None:
+            return None
+        none_since = self._observe_none_since
+        if none_since is not None and now - max(none_since, self._empty_since) > bound:
+            return ChunkExhausted(
+                f"observe() returned None for {now - none_since:.1f}s with nothing left to "
+                "play; return an Observation once inputs are ready (a forgotten return?)"
+            )
+        if kind == "underrun" and now - self._empty_since > bound:
+            return Stalled(
+                f"no chunk to play for {now - self._empty_since:.1f}s (stall_timeout_s="
+                f"{bound:g}); the arm was held when the plan ran out",
+                warming=False,
+            )
+        return None
+
+    def stop(
+        self,
+        reason: StopReason | None = None,
+        *,
+        error: BaseException | None = None,
+        detail: str = "",
+    ) -> RunOutcome | None:
+        """End the episode: ``reason``, or ``raised:<Class>`` of ``error`` when None. Holds
+        once on an early stop. None if it had ended already (no second hold).
+
+        If ``hold`` raises while an error ends the episode, that error is kept and the hold
+        failure logged; otherwise the hold failure propagates (the episode has ended)."""
+        if self._outcome is not None:
+            return None
+        if reason is None and error is None:
+            raise ValueError("stop() needs a reason or an error")
+        why = reason if reason is not None else f"raised:{type(error).__name__}"
+        early = why != "completed"
+        outcome = self._engine.outcome(reason=why, stopped_early=early)
+        self._outcome = outcome if error is None else replace(outcome, error=error)
+        self.detail = detail
+        if early and not self._held:
+            self._call_hold(error if reason is None else None)
+        return self._outcome
+
+    def observing(
+        self, observe: Callable[[], Observation | None], clock: Callable[[], float]
+    ) -> Callable[[], Observation | None]:
+        """``observe`` that notes since when it returns None (``run()``: a forgotten
+        ``return`` must not look like a waiting gateway forever)."""
+
+        def wrapped() -> Observation | None:
+            observation = observe()
+            if observation is None:
+                if self._observe_none_since is None:
+                    self._observe_none_since = clock()
+            else:
+                self._observe_none_since = None
+            return observation
+
+        return wrapped
+
+    def _hold_for_underrun(self) -> None:
+        if self._hold_underrun is not None:
+            self._hold_underrun()
+        elif not self._held:
+            self._held = True
+            if self._hold is not None:
+                self._hold()
+
+    def _call_hold(self, original: BaseException | None) -> None:
+        self._held = True
+        if self._hold is None:
+            return
+        try:
+            self._hold()
+        except BaseException as exc:
+            if original is None:
+                raise
+            log.error(
+                "hold() raised %s while stopping on %s", type(exc).__name__, original, exc_info=exc
+            )

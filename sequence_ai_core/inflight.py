@@ -1,0 +1,94 @@
+"""The engine's requests in flight: each on a worker thread, with the time it observed.
+
+The engine decides when a request is due (``timing``, ``load``); this holds the requests
+once started, says when one has completed, and cancels them on close. The workers build the
+request (images included) and check the answer (``plan.prepare``), so a tick only plays it.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass
+
+from .engine_config import EngineConfig
+from .plan import Prepared, prepare
+from .source import ChunkSource
+from .types import Observation
+
+
+@dataclass
+class Request:
+    future: Future[Prepared]
+    observed_at: float
+
+
+class InFlight:
+    """``executor`` runs the requests (default: ``config.max_in_flight`` threads, created on
+    the first request); one given is the caller's to shut down."""
+
+    def __init__(
+        self, source: ChunkSource, config: EngineConfig, executor: Executor | None
+    ) -> None:
+        self._source = source
+        self._options = dict(config.options)
+        self._workers = config.max_in_flight
+        self._executor = executor
+        self._owns_executor = executor is None
+        self.requests: list[Request] = []
+        self.started = 0
+        self.last_start_at = -math.inf
+        #: A request completed since the last ``done()``: set by the workers, a plain store
+        #: (atomic under the GIL), so most ticks check one flag.
+        self.arrived = False
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    def start(self, observation: Observation, now: float) -> None:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=self._workers, thread_name_prefix="sequence-ai-refill"
+            )
+        future = self._executor.submit(self._fetch, observation)
+        future.add_done_callback(self._note_arrival)
+        self.requests.append(Request(future, now))
+        self.last_start_at = now
+        self.started += 1
+
+    def done(self) -> list[Request]:
+        """The completed requests, oldest first (still listed until ``remove``d)."""
+        self.arrived = False
+        return [r for r in self.requests if r.future.done()]
+
+    def remove(self, request: Request) -> None:
+        self.requests.remove(request)
+
+    def wait_any(self, timeout_s: float) -> bool:
+        pending = [r.future for r in self.requests]
+        if not pending:
+            return False
+        done, _ = wait_futures(pending, timeout=max(0.0, timeout_s), return_when=FIRST_COMPLETED)
+        return bool(done)
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        pending = [r.future for r in self.requests]
+        _, not_done = wait_futures(pending, timeout=max(0.0, timeout_s))
+        return not not_done
+
+    def close(self, *, wait: bool) -> None:
+        for request in self.requests:
+            request.future.cancel()
+        self.requests.clear()
+        if self._executor is not None and self._owns_executor:
+            self._executor.shutdown(wait=wait, cancel_futures=True)
+        self._executor = None
+
+    def _fetch(self, observation: Observation) -> Prepared:
+        """On a worker: the request (its body, images included, is built there) and the
+        chunk's copy and checks, so that the control thread only plays it."""
+        return prepare(self._source.fetch(observation, self._options))
+
+    def _note_arrival(self, future: Future[Prepared]) -> None:
+        self.arrived = True
