@@ -203,6 +203,9 @@ class Recorder:
         self.last = self.engine.tick(now, observe)
         return self.last
 
+    def commit(self) -> None:
+        self.engine.commit()
+
     def wait_any(self, timeout_s: float) -> bool:
         return self.engine.wait_any(timeout_s)
 
