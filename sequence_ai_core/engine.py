@@ -38,7 +38,7 @@ from .errors import InvalidRequest, InvalidResponse, SequencesError
 from .inflight import InFlight, Request
 from .load import LoadMonitor
 from .outcome import RunOutcome
-from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared, checked_period
+from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared
 from .retries import RetryPolicy
 from .source import ChunkSource
 from .stats import Handed, PlaybackStats
@@ -262,7 +262,7 @@ class PlaybackEngine:
     def _accept(self, request: Request, prepared: Prepared, now: float, *, holding: bool) -> bool:
         prediction = prepared.prediction
         chunk = prediction.action_chunk
-        period = self._check_chunk(chunk)
+        period = self._check_chunk(chunk, prepared.period_s)
         latency = now - request.observed_at
         self._timing.add(latency)
         self._stats.latency.add(latency)
@@ -290,8 +290,9 @@ class PlaybackEngine:
     def _lag_target(self, period: float) -> float:
         return self._timing.lag_target(period, self._covers_s, self.action_space)
 
-    def _check_chunk(self, chunk: ActionChunk) -> float:
-        period = checked_period(chunk, self.config.control_hz)
+    def _check_chunk(self, chunk: ActionChunk, period: float) -> float:
+        """The chunk's size and space against the run's (its steps were checked on the
+        worker, ``plan.prepare``)."""
         if self.action_dim is None:
             self.action_dim, self.action_space, self.period_s = (
                 chunk.action_dim,

@@ -33,6 +33,7 @@ class InFlight:
     ) -> None:
         self._source = source
         self._options = dict(config.options)
+        self._control_hz = config.control_hz
         self._workers = config.max_in_flight
         self._executor = executor
         self._owns_executor = executor is None
@@ -88,7 +89,7 @@ class InFlight:
     def _fetch(self, observation: Observation) -> Prepared:
         """On a worker: the request (its body, images included, is built there) and the
         chunk's copy and checks, so that the control thread only plays it."""
-        return prepare(self._source.fetch(observation, self._options))
+        return prepare(self._source.fetch(observation, self._options), self._control_hz)
 
     def _note_arrival(self, future: Future[Prepared]) -> None:
         self.arrived = True

@@ -39,10 +39,10 @@ LAG_SHRINK_PERIODS = 1
 LAG_CONVERGE_CHUNKS = 6
 
 
-def checked_period(chunk: ActionChunk, control_hz: float | None = None) -> float:
-    """The period to play ``chunk`` at, after checking it again: the wire layer validates
-    answers too, but nothing non-finite or misshapen may reach the arm even if it did not."""
-    steps = chunk.steps
+def checked_period(chunk: ActionChunk, steps: object, control_hz: float | None = None) -> float:
+    """The period to play ``chunk`` at, after checking its ``steps`` (the copy that will
+    play) again: the wire layer validates answers too, but nothing non-finite or misshapen
+    may reach the arm even if it did not."""
     dim = chunk.action_dim
     if not isinstance(steps, np.ndarray) or steps.ndim != 2 or steps.shape[0] < 1:
         raise InvalidResponse("action chunk has no steps or is not a 2-D array")
@@ -63,17 +63,21 @@ class Prepared:
     steps: FloatArray
     #: ``steps[i]`` as views, so a tick indexes a list instead of calling numpy.
     rows: list[FloatArray]
+    #: The period to play it at (``checked_period``).
+    period_s: float
 
 
-def prepare(prediction: Prediction) -> Prepared:
+def prepare(prediction: Prediction, control_hz: float | None = None) -> Prepared:
     """Copy, check and split a chunk's steps off the control thread: right after a control
     loop's sleep (cold caches) a numpy call costs many times a list index, so per-step
-    checks and indexing had tripled the tick (bench/results/overhead.md)."""
-    steps = np.array(prediction.action_chunk.steps, dtype=np.float64)
-    if steps.ndim != 2 or steps.shape[0] < 1 or not np.isfinite(steps).all():
-        raise InvalidResponse("action chunk is not finite 2-D steps")
+    checks and indexing had tripled the tick, and checking the chunk again at its arrival
+    was a third of a new chunk's tick (bench/results/overhead.md). The copy is what plays,
+    so the copy is what is checked."""
+    chunk = prediction.action_chunk
+    steps = np.array(chunk.steps, dtype=np.float64)
     steps.flags.writeable = False
-    return Prepared(prediction, steps, list(steps))
+    period_s = checked_period(chunk, steps, control_hz)
+    return Prepared(prediction, steps, list(steps), period_s)
 
 
 def _on_period(time_s: float, period_s: float) -> float:

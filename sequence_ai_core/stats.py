@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from .outcome import RunOutcome
 from .types import FloatArray
+
+#: Windows up to this size take their quantiles in plain Python: the refill window (50
+#: samples) is asked on every chunk arrival, on the control thread, where ``np.quantile``
+#: was most of a new chunk's tick (bench/results/overhead.md, "time per tick").
+SMALL_WINDOW = 256
 
 
 def quantile(values: Iterable[float], q: float) -> float:
@@ -25,6 +30,20 @@ def quantile(values: Iterable[float], q: float) -> float:
     return float(np.quantile(data, q))
 
 
+def sorted_quantile(ordered: Sequence[float], q: float) -> float:
+    """``np.quantile(ordered, q)`` (the default linear method, the same rounding) of values
+    already in ascending order; NaN when there are none."""
+    if not ordered:
+        return math.nan
+    position = (len(ordered) - 1) * q
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    low, high, t = ordered[below], ordered[above], position - below
+    difference = high - low
+    # numpy's lerp: from the nearer end, so that t = 1 gives `high` exactly
+    return float(high - difference * (1 - t) if t >= 0.5 else low + difference * t)
+
+
 class SampleWindow:
     """The most recent ``size`` samples, with cached quantiles (ticks ask every period)."""
 
@@ -33,17 +52,24 @@ class SampleWindow:
             raise ValueError("window size must be positive")
         self._samples: deque[float] = deque(maxlen=size)
         self._cache: dict[float, float] = {}
+        self._ordered: list[float] | None = None
 
     def add(self, value: float) -> None:
         self._samples.append(float(value))
         self._cache.clear()
+        self._ordered = None
 
     def __len__(self) -> int:
         return len(self._samples)
 
     def quantile(self, q: float) -> float:
         if q not in self._cache:
-            self._cache[q] = quantile(self._samples, q)
+            if len(self._samples) > SMALL_WINDOW:
+                self._cache[q] = quantile(self._samples, q)
+            else:
+                if self._ordered is None:
+                    self._ordered = sorted(self._samples)
+                self._cache[q] = sorted_quantile(self._ordered, q)
         return self._cache[q]
 
     def max(self) -> float:
