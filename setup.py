@@ -67,6 +67,7 @@ setup(
             "sequence_ai_sim",
             "sequence_ai_sim.*",
             PACKAGE,
+            f"{PACKAGE}.*",
         ]
     ),
     package_data={"sequence_ai_core": ["py.typed"], "sequence_ai_sim": ["py.typed"]},

@@ -143,7 +143,8 @@ def _message(
     arm: ControlledJoints,
     streamer: traj.ChunkStreamer,
 ) -> Trajectory | list[float] | None:
-    """What the node publishes for this tick (None: nothing this tick), as node_io builds it."""
+    """What the node publishes for this tick (None: nothing this tick), as its command sink
+    builds it."""
     assert tick.action is not None
     joints = len(arm.joints)
     measured = arm.positions

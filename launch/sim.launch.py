@@ -31,6 +31,7 @@ from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
 from launch_ros.substitutions import ExecutableInPackage
 
+from sequence_ai_ros import outputs
 from sequence_ai_sim import CATALOGUE
 
 PACKAGE = "sequence_ai_ros"
@@ -136,8 +137,8 @@ def generate_launch_description():
             DeclareLaunchArgument("model", default_value="pi05-droid"),
             DeclareLaunchArgument(
                 "output_type",
-                default_value="float64_multi_array",
-                description="float64_multi_array | joint_trajectory | joint_state",
+                default_value=outputs.DEFAULT,
+                description=" | ".join(outputs.names()),
             ),
             DeclareLaunchArgument(
                 "controller",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,7 @@ class MessageTypes:
     JointTrajectoryPoint: Any
     JointState: Any
     Duration: Any
+    Time: Any
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,11 @@ def command_from_action(
     return Command(arm, gripper)
 
 
+def stamp(types: MessageTypes, nanoseconds: int) -> Any:
+    """A builtin_interfaces/Time from integer nanoseconds (rclpy's ``Time.to_msg`` split)."""
+    return types.Time(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
+
+
 def duration(types: MessageTypes, seconds: float) -> Any:
     nanoseconds = max(0, round(seconds * 1e9))
     return types.Duration(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
@@ -197,6 +203,10 @@ def chunk_trajectory(
         for i, row in enumerate(steps)
     ]
     return joint_trajectory(types, names, points, stamp)
+
+
+#: A command as a simulated controller model takes it: a trajectory, or forward commands.
+ControllerCommand: TypeAlias = "Trajectory | list[float]"
 
 
 def _nanoseconds(stamp: Any) -> int:

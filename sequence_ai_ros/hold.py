@@ -25,11 +25,15 @@ def hold_command(
     gripper_dims: int,
     last_action: FloatArray | None,
     measured: FloatArray | None,
+    last_target: FloatArray | None = None,
 ) -> Command | None:
     """The hold for the current state, or None if this episode has commanded nothing yet
-    (then the controller is still holding whatever held the arm before)."""
+    (then the controller is still holding whatever held the arm before). ``measured``: the
+    fresh arm position, or None; then the hold is at ``last_target``, the last joint targets
+    sent (the controller's goal), not at a stale reading."""
     if last_action is None:
         return None
+    measured = last_target if measured is None else measured
     split = len(last_action) - gripper_dims
     last_arm, gripper = last_action[:split], last_action[split:].copy()
     zeros = np.zeros(split, dtype=np.float64)

@@ -137,7 +137,9 @@ class InputStore:
                     timestamp_ms=received.wall_ms,
                     copy=False,
                 )
-            compressed = bytes(payload)  # type: ignore[call-overload]
+            if not isinstance(payload, bytes):  # CompressedImage data is encoded already
+                raise InputProblem(f"image on {topic}: no image stored ({type(payload).__name__})")
+            compressed = payload
             return encode_image(
                 compressed, view=view, size=size, quality=quality, timestamp_ms=received.wall_ms
             )

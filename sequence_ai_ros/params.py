@@ -16,6 +16,7 @@ from typing import Any, Literal, cast
 from sequence_ai_core.engine_config import FRESHNESS, Freshness, RunConfig, expected_covers_s
 from sequence_ai_core.types import Model
 
+from . import outputs
 from .trajectories import TRAJECTORY_MODES
 
 #: The engine and episode settings, whose defaults are the core's (one source for both drivers).
@@ -31,9 +32,6 @@ RUN_PARAMETERS = (
     "stall_timeout_s",
     "control_hz",
 )
-
-OUTPUT_TYPES = ("float64_multi_array", "joint_trajectory", "joint_state")
-JOINT_OUTPUTS = frozenset({"joint_trajectory", "joint_state"})
 IMAGE_ENCODINGS = ("raw", "compressed")
 # A parameter with one of these names would put a secret into the parameter server, where
 # `ros2 param dump` and rosbag record it. The key comes from the environment or a 0600 file.
@@ -75,9 +73,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "output_type",
         "string",
-        "float64_multi_array",
+        outputs.DEFAULT,
         "Action message type.",
-        "|".join(OUTPUT_TYPES),
+        "|".join(outputs.names()),
     ),
     ParamSpec(
         "trajectory_mode",
@@ -312,7 +310,7 @@ def _gripper(
     joint, topic = str(raw["gripper_joint"]).strip(), str(raw["gripper_topic"]).strip()
     _require(not topic or dims > 0, "gripper_topic", "is set but gripper_dims is 0")
     _require(joint not in joint_names, "gripper_joint", f"'{joint}' is also listed in joint_names")
-    needs_split = output_type in JOINT_OUTPUTS and dims > 0
+    needs_split = outputs.get(output_type).names_joints and dims > 0
     _require(
         not needs_split or bool(topic),
         "gripper_topic",
@@ -328,7 +326,7 @@ def _trajectory(raw: Mapping[str, Any], output_type: str) -> tuple[str, bool, bo
     mode = _choice(raw, "trajectory_mode", TRAJECTORY_MODES)
     velocities = bool(raw["trajectory_velocities"])
     moving_end = bool(raw["allow_nonzero_velocity_at_trajectory_end"])
-    if output_type != "joint_trajectory":
+    if not outputs.get(output_type).streams_trajectories:
         return mode, velocities, moving_end
     _require(
         mode != "point" or not velocities or moving_end,
@@ -361,10 +359,10 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
     _require(
         bool(profile) == openpi, "profile", "is required with a ws(s):// base_url, and only then"
     )
-    output_type = _choice(raw, "output_type", OUTPUT_TYPES)
+    output_type = _choice(raw, "output_type", outputs.names())
     joint_names = _strings(raw, "joint_names")
     _require(
-        bool(joint_names) or output_type not in JOINT_OUTPUTS,
+        bool(joint_names) or not outputs.get(output_type).names_joints,
         "joint_names",
         f"is required with output_type={output_type}",
     )

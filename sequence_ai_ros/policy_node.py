@@ -26,7 +26,7 @@ from sequence_ai_core.episode import Episode, StopReason
 from sequence_ai_core.errors import SequencesError
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.types import ABSOLUTE_SPACES
+from sequence_ai_core.types import ABSOLUTE_SPACES, ActionChunk
 
 from . import diagnostics, params, rclpy_guards
 from .episode import Episodes
@@ -191,7 +191,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._safety = self._safety_checks(config, model.action_dim)
         self._default_period = default_period(config, model)  # catalogue may lack control_hz
         self.config = config
-        self.io = NodeIO(self, config, model)
+        self.io = NodeIO(self, config, model, controller=self, playing=self._playing_chunk)
         self.io.create()
         self.health.hardware_id = config.hardware_id
         self.get_logger().info(
@@ -304,7 +304,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
 
     def on_estop(self, engaged: bool) -> None:
         """Latch and stop at once, from the subscription callback, not the next tick.
-        Idempotent: one message may arrive on both e-stop subscriptions (see NodeIO)."""
+        Idempotent: one message may arrive on every e-stop subscription (interfaces.py)."""
         was_latched = self.episodes.estop_latched
         if self.episodes.set_estop(engaged):
             self.stop_episode("estop")
@@ -323,6 +323,13 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if self._timer is not None:
             self.destroy_timer(self._timer)
         self._timer = self.create_timer(period, self.on_tick)
+
+    def _playing_chunk(self) -> tuple[ActionChunk, float] | None:
+        return None if self.engine is None else self.engine.current_chunk
+
+    @property
+    def episode_number(self) -> int:
+        return self.episodes.number
 
     @property
     def timer_period(self) -> float:

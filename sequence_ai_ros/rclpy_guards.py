@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifecycle_msgs.srv import ChangeState
-from rcl_interfaces.msg import ParameterDescriptor  # type: ignore[import-not-found, unused-ignore]
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.parameter import Parameter
 

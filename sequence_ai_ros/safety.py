@@ -1,17 +1,28 @@
-"""Checks every action must pass before it is published. A failure stops the episode.
+"""Every safety rule an action meets before it leaves the node. A failure stops the episode.
 
 The engine already refuses non-finite and wrong-sized chunks; these checks run again on the
-single action about to leave the node, together with the limits the robot owner configured.
+single action about to leave the node, together with the limits the robot owner configured
+(``SafetyChecks``), on every point of a trajectory before it is sent (``check_trajectory``),
+and with the rules that decide what an action is compared with (``check_action``):
+- ``max_step`` compares with what the arm was last commanded, a hold included
+  (``after_hold``): after an underrun hold a velocity restarts from zero;
+- the first velocity of an episode is bounded from rest (the arm is still);
+- the first absolute target is bounded from the measured position, which must be fresh;
+- a target built from a measured position needs a fresh one (a stale reading would pull the
+  arm back to it).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.types import ABSOLUTE_SPACES, VELOCITY_SPACES, FloatArray
+
+from .conversions import Command
 
 Validator = Callable[[FloatArray], bool]
 
@@ -26,7 +37,7 @@ def load_validator(spec: str) -> Validator:
     function = getattr(module, function_name, None)
     if not callable(function):
         raise ValueError(f"validator {spec!r}: {module_name} has no function {function_name!r}")
-    return function  # type: ignore[no-any-return]
+    return cast(Validator, function)  # callable; SafetyChecks takes its result with bool()
 
 
 class SafetyChecks:
@@ -87,3 +98,64 @@ class SafetyChecks:
         except Exception as exc:  # a crashing validator must stop the arm, not the node
             return f"validator {self._validator_name} raised {type(exc).__name__}: {exc}"
         return None if accepted else f"validator {self._validator_name} rejected the action"
+
+
+def check_action(
+    checks: SafetyChecks,
+    action: FloatArray,
+    *,
+    action_space: str,
+    last_action: FloatArray | None,
+    measured: FloatArray | None,
+    arm_problem: str | None,
+    gripper_dims: int,
+    builds_positions: bool,
+) -> str | None:
+    """None if ``action`` may be sent, else why not. ``last_action``: what the arm was last
+    commanded this episode (None before the first command); ``measured``: the fresh arm
+    position or None, with ``arm_problem`` saying why; ``builds_positions``: the output type
+    turns this action into joint targets from the measured position."""
+    first_absolute = last_action is None and action_space == "joint_absolute"
+    needs_measured = first_absolute or (builds_positions and action_space not in ABSOLUTE_SPACES)
+    if measured is None and needs_measured:
+        return f"no fresh arm position: {arm_problem}"
+    previous = last_action
+    if first_absolute:
+        previous = measured  # the first target must not jump away from where the arm is
+    elif previous is None and action_space in VELOCITY_SPACES:
+        # The arm is still: bound the first velocity too (arm dims; the gripper is a position).
+        previous = np.zeros(len(action) - gripper_dims)
+    return checks.check(action, previous)
+
+
+def check_trajectory(
+    checks: SafetyChecks, steps: FloatArray, previous: FloatArray | None
+) -> str | None:
+    """Every planned step through the same checks as a single action, each against the one
+    before (the first against ``previous``, the action ``check_action`` passed); the first
+    refusal, naming the step."""
+    for index, step in enumerate(steps):
+        reason = checks.check(step, previous)
+        if reason:
+            return f"planned step {index} of the trajectory: {reason}"
+        previous = step
+    return None
+
+
+def trajectory_steps(
+    chunk_steps: FloatArray, action: FloatArray, remaining: int | None
+) -> FloatArray:
+    """The steps a trajectory may carry from the playing one on: ``action`` (what the engine
+    plays now and ``check_action`` passed) first, and no more than the episode's
+    ``remaining`` actions. An absolute episode ends on its last target without a hold: the
+    controller would play whatever steps past max_actions the trajectory still carried."""
+    steps = np.array(chunk_steps, dtype=np.float64)
+    if remaining is not None:
+        steps = steps[: max(1, remaining)]
+    steps[0] = action
+    return steps
+
+
+def after_hold(hold: Command) -> FloatArray:
+    """What ``max_step`` compares the next action with after a hold: the hold itself."""
+    return np.concatenate([hold.arm, hold.gripper])

@@ -2,73 +2,61 @@
 
 Publishes ``joint_states`` and one camera topic per model view, and follows commands of the
 same type the policy node publishes (``command``, plus ``gripper_command`` when the gripper
-is split off). Built on ``sequence_ai_sim.SimulatedArm``. The ``controller`` parameter
-puts a ros2_control controller model in front of the joints (``forward_command`` takes
-Float64MultiArray, the ``jtc_*`` models JointTrajectory), which accepts and rejects what
-the real controller does and logs its messages.
+is split off), decoded by the output type's own module (``outputs/``). Built on
+``sequence_ai_sim.SimulatedArm``. The ``controller`` parameter puts a ros2_control
+controller model in front of the joints (``forward_command`` takes Float64MultiArray, the
+``jtc_*`` models JointTrajectory), which accepts and rejects what the real controller does
+and logs its messages.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 from typing import Any
 
 import numpy as np
 import rclpy
 from PIL import Image as PILImage
-from rcl_interfaces.msg import ParameterDescriptor  # type: ignore[import-not-found, unused-ignore]
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, JointState
-from std_msgs.msg import Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory
 
 from sequence_ai_core.types import VELOCITY_SPACES, FloatArray
-from sequence_ai_ros.conversions import controller_trajectory
+from sequence_ai_ros import outputs
+from sequence_ai_ros.interfaces import MESSAGE_TYPES
 from sequence_ai_sim import SimulatedArm
 from sequence_ai_sim.controllers import CONTROLLER_MODELS
-
-_COMMAND_TYPES = {
-    "float64_multi_array": Float64MultiArray,
-    "joint_trajectory": JointTrajectory,
-    "joint_state": JointState,
-}
-
-
-def command_values(msg: Any, velocity: bool) -> list[float]:
-    """The numbers a command message carries, whichever output type it is."""
-    if isinstance(msg, Float64MultiArray):
-        return list(msg.data)
-    if isinstance(msg, JointTrajectory):
-        if not msg.points:
-            return []
-        point = msg.points[0]
-        return list(point.velocities if velocity and len(point.velocities) else point.positions)
-    return list(msg.velocity if velocity and len(msg.velocity) else msg.position)
 
 
 class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
     def __init__(self, node_name: str = "sim_arm", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         model = self._param("model", "pi05-droid", "Simulated model whose arm this is.")
-        command_type = self._param("command_type", "float64_multi_array", "Command message type.")
+        command_type = self._param(
+            "command_type", outputs.DEFAULT, f"Command message type: {' | '.join(outputs.names())}."
+        )
+        self._output = outputs.get(command_type)
         state_hz = self._param("state_hz", 50.0, "joint_states publish rate.")
         camera_hz = self._param("camera_hz", 10.0, "Camera publish rate; 0 = no cameras.")
         self._compressed = self._param("image_format", "compressed", "compressed | raw") != "raw"
         controller = self._param(
             "controller", "none", f"none | {' | '.join(CONTROLLER_MODELS)} (ros2_control model)"
         )
-        takes = "float64_multi_array" if controller == "forward_command" else "joint_trajectory"
-        if controller != "none" and command_type != takes:
-            raise ValueError(f"controller {controller} takes command_type {takes}")
+        if controller != "none" and not self._output.takes_controller(controller):
+            takes = [
+                o.name for o in outputs.OUTPUT_TYPES.values() if o.takes_controller(controller)
+            ]
+            raise ValueError(f"controller {controller} takes command_type {' or '.join(takes)}")
         self.arm = SimulatedArm(model, cameras=camera_hz > 0, controller=controller)
         self.rejected = 0
         joints = self.arm.model.joint_count
         self.joint_names = [f"joint_{i + 1}" for i in range(joints)]
         self.gripper_joint = self._param("gripper_joint", "gripper", "Name of the gripper joint.")
         self._velocity = self.arm.model.action_space in VELOCITY_SPACES
-        msg_type = _COMMAND_TYPES[command_type]
+        msg_type = self._output.message_type(MESSAGE_TYPES)
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.create_subscription(msg_type, "command", self._on_command, reliable)
         self.create_subscription(msg_type, "gripper_command", self._on_gripper, reliable)
@@ -102,10 +90,12 @@ class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         stamp = self.get_clock().now().to_msg()
         for frame in observation.images:
             publisher = self._camera_pubs[frame.view]
+            # SimulatedArm encodes bytes; base64 text is the other form an ImageFrame takes.
+            data = frame.data if isinstance(frame.data, bytes) else base64.b64decode(frame.data)
             if self._compressed:
-                msg: Any = CompressedImage(format="jpeg", data=frame.data)
+                msg: Any = CompressedImage(format="jpeg", data=data)
             else:
-                pixels = np.asarray(PILImage.open(io.BytesIO(frame.data)).convert("RGB"))
+                pixels = np.asarray(PILImage.open(io.BytesIO(data)).convert("RGB"))
                 height, width = pixels.shape[:2]
                 msg = Image(height=height, width=width, encoding="rgb8", step=width * 3)
                 msg.data = pixels.tobytes()
@@ -124,7 +114,7 @@ class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if self.arm.controlled is not None:
             self._to_controller(msg)
             return
-        values = np.asarray(command_values(msg, self._velocity), dtype=np.float64)
+        values = np.asarray(self._output.decode(msg, velocity=self._velocity), dtype=np.float64)
         joints = self.arm.model.joint_count
         if len(values) == joints + 1:
             self._apply(values[:joints], float(values[joints]))
@@ -135,12 +125,11 @@ class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
 
     def _to_controller(self, msg: Any) -> None:
         joints = self.arm.model.joint_count
-        if isinstance(msg, JointTrajectory):
-            problem = self.arm.send(controller_trajectory(msg))
+        command = self._output.controller_command(msg)
+        if isinstance(command, list) and len(command) == joints + 1:  # the gripper rides along
+            problem = self.arm.send(command[:joints], gripper=command[joints])
         else:
-            data = list(msg.data)
-            gripper = data[joints] if len(data) == joints + 1 else None
-            problem = self.arm.send(data[:joints] if gripper is not None else data, gripper=gripper)
+            problem = self.arm.send(command)
         if problem:
             self.rejected += 1
             self.get_logger().error(problem)  # what the real controller logs
@@ -148,7 +137,7 @@ class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             self.commands += 1
 
     def _on_gripper(self, msg: Any) -> None:
-        values = command_values(msg, velocity=False)
+        values = self._output.decode(msg, velocity=False)
         if values and self.arm.controlled is not None:
             self.arm.send_gripper(float(values[0]))
             self.commands += 1

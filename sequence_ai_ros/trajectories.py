@@ -22,7 +22,6 @@ The last point carries zero velocity when velocities are sent at all: Jazzy's de
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,8 +30,6 @@ from sequence_ai_core.types import ABSOLUTE_SPACES, DELTA_SPACES, VELOCITY_SPACE
 
 #: ``trajectory_mode`` values: the rest of the chunk per message, or one point per tick.
 TRAJECTORY_MODES = ("chunk", "point")
-
-Check = Callable[[FloatArray, "FloatArray | None"], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -49,17 +46,6 @@ class PlannedTrajectory:
         return len(self.times_s)
 
 
-def check_steps(steps: FloatArray, previous: FloatArray | None, check: Check) -> str | None:
-    """Every step through the same check as a single action, each against the one before
-    (the first against ``previous``); the first refusal, naming the step."""
-    for index, step in enumerate(steps):
-        reason = check(step, previous)
-        if reason:
-            return f"planned step {index} of the trajectory: {reason}"
-        previous = step
-    return None
-
-
 def _boundary_velocities(velocities: FloatArray) -> FloatArray:
     """Velocity at the end of each step: the mean of the steps either side; zero at the end."""
     following = np.vstack([velocities[1:], np.zeros((1, velocities.shape[1]))])
@@ -71,7 +57,7 @@ def _boundary_velocities(velocities: FloatArray) -> FloatArray:
 def _position_velocities(positions: FloatArray, start: FloatArray, period_s: float) -> FloatArray:
     """Central differences through the targets (starting from ``start``); zero at the end."""
     path = np.vstack([start[None, :], positions])
-    slopes = np.gradient(path, period_s, axis=0)[1:]
+    slopes: FloatArray = np.asarray(np.gradient(path, period_s, axis=0), dtype=np.float64)[1:]
     slopes[-1] = 0.0
     return slopes
 
@@ -96,7 +82,7 @@ def plan_trajectory(
         return "no planned steps left"
     split = steps.shape[1] - gripper_dims
     arm, gripper = steps[:, :split], steps[:, split:]
-    times = (np.arange(len(steps)) + 1.0) * period_s
+    times: FloatArray = np.arange(1, len(steps) + 1, dtype=np.float64) * period_s
     base = continue_from if continue_from is not None else measured
     joint_delta = action_space in DELTA_SPACES and action_space.startswith("joint")
     if action_space in VELOCITY_SPACES or joint_delta:
@@ -118,7 +104,7 @@ def plan_trajectory(
         positions = np.vstack([continue_from[None, :], positions])
         vel = None if vel is None else np.vstack([first_speed[None, :], vel])
         gripper = np.vstack([gripper[:1], gripper])
-        times = np.concatenate([[0.0], times])
+        times = np.concatenate([np.zeros(1), times])
     if not np.all(np.isfinite(positions)) or (vel is not None and not np.all(np.isfinite(vel))):
         return "planned joint targets are not finite"
     return PlannedTrajectory(positions, vel, gripper.copy(), times)
@@ -155,7 +141,7 @@ class ChunkStreamer:
         if elapsed < 0.0:
             return None
         if times[0] > 0.0:
-            times = np.concatenate([[0.0], times])
+            times = np.concatenate([np.zeros(1), times])
             rows = np.vstack([origin[None, :], planned.positions])
         else:
             rows = planned.positions

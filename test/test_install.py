@@ -129,6 +129,10 @@ def test_colcon_style_install_keeps_ros_executables_in_lib(
     assert on_path.is_file() and os.access(on_path, os.X_OK)
     site = next(prefix.glob("lib/python3*/site-packages"))
     assert (site / "sequence_ai_sim" / "py.typed").is_file()
+    # The output types are a subpackage: ros2 run fails without it (and the registry is empty).
+    installed = {p.name for p in (site / "sequence_ai_ros" / "outputs").glob("*.py")}
+    shipped = {p.name for p in (source_copy / "sequence_ai_ros" / "outputs").glob("*.py")}
+    assert installed == shipped and "joint_state.py" in installed
     helped = _run(
         [str(stock_venv / "bin" / "python"), str(on_path), "--help"],
         env=dict(os.environ, PYTHONPATH=str(site)),

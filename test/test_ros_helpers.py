@@ -44,6 +44,7 @@ def types() -> conv.MessageTypes:
         traj.JointTrajectoryPoint,
         modules["sensor_msgs.msg"].JointState,
         modules["builtin_interfaces.msg"].Duration,
+        modules["builtin_interfaces.msg"].Time,
     )
 
 
@@ -271,6 +272,23 @@ def test_hold_per_action_space_keeps_gripper() -> None:
         )
         is None
     )
+
+
+def test_a_hold_without_a_fresh_reading_is_at_the_last_target_sent() -> None:
+    last = np.array([0.3, -0.2, 0.7])
+    target, measured = np.array([1.5, 2.5]), np.array([1.0, 2.0])
+    stale = hold_command(
+        action_space="joint_velocity", gripper_dims=1, last_action=last, measured=None,
+        last_target=target,
+    )  # fmt: skip
+    assert stale is not None and stale.positions is not None
+    assert stale.positions.tolist() == [1.5, 2.5] and stale.velocities is not None
+    fresh = hold_command(
+        action_space="joint_velocity", gripper_dims=1, last_action=last, measured=measured,
+        last_target=target,
+    )  # fmt: skip
+    assert fresh is not None and fresh.positions is not None
+    assert fresh.positions.tolist() == [1.0, 2.0]
 
 
 # ---------------------------------------------------------------------- conversions

@@ -166,14 +166,19 @@ def test_default_joint_trajectory_is_the_rest_of_the_chunk(
     grippers = tier.probe.listen(JointTrajectory, "gripper_command")
     node.bring_up()
     node.start_episode()
-    assert node.episode_end(1)["last.reason"] == "completed"
+    end = node.episode_end(1)
+    assert end["last.reason"] == "completed"
     if velocity:
         hold = wait_for(lambda: (m := actions.snapshot()[-1]) and len(m.points) == 1 and m)
         assert list(hold.points[0].velocities) == [0.0] * len(joints)
         time.sleep(0.5)  # nothing after the hold
         received = actions.snapshot()
         assert received[-1] is hold
-        trajectories = received[:-1]
+        # On a loaded machine a refill can come late: each underrun spell holds once (the
+        # same zero point); chunk trajectories carry positions only.
+        holds = [m for m in received[:-1] if len(m.points[0].velocities)]
+        assert len(holds) <= float(end["last.underruns"])
+        trajectories = [m for m in received[:-1] if not len(m.points[0].velocities)]
     else:
         wait_for(lambda: len(actions) >= 2, what="two chunk trajectories")
         time.sleep(0.5)  # room for a message after the last target, if one were sent
@@ -184,7 +189,11 @@ def test_default_joint_trajectory_is_the_rest_of_the_chunk(
     assert sum(len(m.points) for m in trajectories) >= 24  # every played action was in one
     for msg in trajectories:
         _check_trajectory(msg, joints, hz)
-    for arm, grip in zip(trajectories, grippers.wait_count(len(trajectories)), strict=False):
+    # Each arm message has its gripper message, stamped alike (holds' included).
+    sent = grippers.wait_count(len(actions.snapshot()))
+    by_stamp = {(g.header.stamp.sec, g.header.stamp.nanosec): g for g in sent}
+    for arm in trajectories:
+        grip = by_stamp[(arm.header.stamp.sec, arm.header.stamp.nanosec)]
         times = [_seconds(p.time_from_start) for p in grip.points]
         assert times == _check_trajectory(arm, joints, hz)
         assert all(0.0 <= p.positions[0] <= 1.0 for p in grip.points)

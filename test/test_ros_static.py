@@ -28,11 +28,17 @@ RCLPY = Path(os.environ.get("SEQUENCE_AI_HUMBLE_RCLPY", ROOT / ".venv" / "humble
 ROS_FILES = [
     "policy_node.py",
     "node_io.py",
+    "interfaces.py",
+    "command_sink.py",  # ROS-free, but it calls the publishers' publish()
     "sim_arm_node.py",
     "health_publisher.py",
     "rclpy_guards.py",
 ]
-MESSAGE_FILES = [*ROS_FILES, "conversions.py"]
+# The output types build their messages through conversions.py from `types.<Name>` classes.
+OUTPUT_FILES = sorted(
+    f"outputs/{p.name}" for p in (ROOT / "sequence_ai_ros" / "outputs").glob("*.py")
+)
+MESSAGE_FILES = [*ROS_FILES, "conversions.py", *OUTPUT_FILES]
 # Humble std_srvs/srv/Trigger.srv (rosbags has no .srv files): request empty, then response.
 SERVICES = {
     "std_srvs/srv/Trigger": {"Request": [], "Response": ["success", "message"]},
@@ -425,3 +431,20 @@ def test_main_calls_rclpy_init_and_spin_once_as_humble_defines_them() -> None:
     assert "SignalHandlerOptions.NO" in init_source  # a pybind11 enum: its members show here
     assert "from rclpy.utilities import ok" in init_source  # rclpy.ok()
     assert [k.arg for k in found["executor.spin_once"].keywords] == ["timeout_sec"]
+
+
+def test_the_node_implements_the_controller_protocol_its_interfaces_call() -> None:
+    """mypy cannot check it: PolicyNode subclasses rclpy's Node, which is Any without stubs."""
+    protocol = classes(ROOT / "sequence_ai_ros" / "interfaces.py")["EpisodeController"]
+    node = classes(ROOT / "sequence_ai_ros" / "policy_node.py")["PolicyNode"]
+    assert {"start_episode", "stop_episode", "on_estop", "episode_number"} <= set(protocol)
+    for name, wanted in protocol.items():
+        assert isinstance(wanted, ast.FunctionDef), name
+        found = node.get(name)
+        assert isinstance(found, ast.FunctionDef), f"PolicyNode has no method {name}"
+        is_property = {ast.unparse(d) for d in wanted.decorator_list} == {"property"}
+        assert is_property == ("property" in {ast.unparse(d) for d in found.decorator_list})
+        need, have = Sig.of(wanted), Sig.of(found)
+        assert have.positional[: len(need.positional)] == need.positional, name
+        assert len(have.positional) - have.defaults <= len(need.positional), name
+        assert set(need.kwonly) <= set(have.kwonly) and set(have.kw_required) <= set(need.kwonly)

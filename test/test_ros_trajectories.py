@@ -15,7 +15,7 @@ from sequence_ai_ros import conversions as conv
 from sequence_ai_ros import params
 from sequence_ai_ros import trajectories as traj
 from sequence_ai_ros.hold import hold_command
-from sequence_ai_ros.safety import SafetyChecks
+from sequence_ai_ros.safety import SafetyChecks, check_trajectory
 from sequence_ai_sim.controlled import ControlledJoints
 from sequence_ai_sim.controllers import humble_defaults, jazzy_defaults, validate_trajectory
 
@@ -36,6 +36,7 @@ def types() -> conv.MessageTypes:
         trajectory.JointTrajectoryPoint,
         modules["sensor_msgs.msg"].JointState,
         modules["builtin_interfaces.msg"].Duration,
+        modules["builtin_interfaces.msg"].Time,
     )
 
 
@@ -199,12 +200,12 @@ def test_velocity_plans_integrate_from_the_measured_position() -> None:
 def test_every_planned_point_passes_the_single_action_checks() -> None:
     safety = SafetyChecks(8, lower=[-0.5] * 8, upper=[0.5] * 8, max_step=[0.2])
     chunk = _velocity_chunk(6)
-    assert traj.check_steps(chunk, chunk[0], safety.check) is None
+    assert check_trajectory(safety, chunk, chunk[0]) is None
     chunk[3, 2] = 0.9  # above the limit, and a jump from the step before
-    problem = traj.check_steps(chunk, chunk[0], safety.check)
+    problem = check_trajectory(safety, chunk, chunk[0])
     assert problem is not None and problem.startswith("planned step 3 of the trajectory:")
     chunk[3, 2] = np.nan
-    assert "non-finite" in (traj.check_steps(chunk, None, safety.check) or "")
+    assert "non-finite" in (check_trajectory(safety, chunk, None) or "")
 
 
 def test_a_new_chunk_carries_on_from_the_trajectory_sent_before() -> None:

@@ -1,0 +1,168 @@
+"""Turns a checked action, a planned trajectory or a hold into messages on the publishers.
+
+ROS-free: the publishers are anything with ``publish``, the message classes come in as
+``MessageTypes`` and the time as nanoseconds on the node's clock, so the same code runs in the
+node and, with Humble's message definitions, in the ROS-free tests. What to send is decided
+before (``safety.py`` checks it, ``hold.py`` says what a hold is); this module only builds and
+publishes, through the output type's own message builders (``outputs/``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sequence_ai_core.types import ActionChunk, FloatArray
+
+from . import conversions as conv
+from . import trajectories as traj
+from .outputs import OutputType
+from .params import NodeConfig
+
+
+class Publisher(Protocol):
+    def publish(self, msg: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class Publishers:
+    action: Publisher
+    gripper: Publisher | None  # gripper dims on their own topic (gripper_topic)
+    chunk: Publisher  # ~/chunk, the whole chunk for recording and plotting
+
+
+def gripper_joint_names(config: NodeConfig) -> list[str]:
+    """Joint names of the gripper dims on the gripper topic: the gripper joint when there is
+    one gripper dim and it is named, else ``gripper_<i>``."""
+    dims = config.gripper_dims
+    if dims == 1 and config.gripper_joint:
+        return [config.gripper_joint]
+    return [f"gripper_{i}" for i in range(dims)]
+
+
+class CommandSink:
+    def __init__(
+        self,
+        config: NodeConfig,
+        output: OutputType,
+        types: conv.MessageTypes,
+        publishers: Publishers,
+        now_ns: Callable[[], int],
+    ) -> None:
+        self._config = config
+        self._output = output
+        self._types = types
+        self._publishers = publishers
+        self._now_ns = now_ns
+        self.gripper_names = gripper_joint_names(config)
+        #: The chunk whose remaining steps went out as one trajectory (trajectory_mode=chunk).
+        self._trajectory_seq: int | None = None
+        self._streamer: traj.ChunkStreamer | None = None
+
+    @property
+    def streams_chunks(self) -> bool:
+        """The rest of each chunk goes out as one trajectory, not one command per tick."""
+        return self._output.streams_trajectories and self._config.trajectory_mode == "chunk"
+
+    def reset(self) -> None:
+        """A new episode: no trajectory has been sent."""
+        self._trajectory_seq = None
+        self._streamer = None
+
+    def streamed(self, chunk_seq: int) -> bool:
+        """Whether the controller is already playing this chunk's trajectory."""
+        return self._trajectory_seq == chunk_seq
+
+    def send(self, command: conv.Command, period_s: float, action_space: str) -> str | None:
+        """Publish one command (arm, and gripper on its topic); why not, or None."""
+        output, config = self._output, self._config
+        if output.needs_positions and command.positions is None:
+            return (
+                f"output_type {output.name} needs joint positions: none measured on "
+                f"joint_states, or action space {action_space or 'unknown'} has no joint targets"
+            )
+        stamp = conv.stamp(self._types, self._now_ns())
+        gripper = self._publishers.gripper
+        arm = output.arm_message(
+            self._types,
+            command,
+            names=config.joint_names,
+            with_gripper=gripper is None,
+            period_s=period_s,
+            velocities=config.trajectory_velocities,
+            stamp=stamp,
+        )
+        self._publishers.action.publish(arm)
+        if gripper is not None and len(command.gripper):
+            gripper.publish(
+                output.gripper_message(
+                    self._types,
+                    command.gripper,
+                    names=self.gripper_names,
+                    period_s=period_s,
+                    stamp=stamp,
+                )
+            )
+        return None
+
+    def send_hold(self, command: conv.Command, period_s: float, action_space: str) -> str | None:
+        """Publish a hold; it replaces any trajectory sent, so the next one starts afresh."""
+        self._trajectory_seq = None
+        if self._streamer is not None:
+            self._streamer.reset()
+        return self.send(command, period_s, action_space)
+
+    def stream(
+        self,
+        steps: FloatArray,
+        *,
+        chunk_seq: int,
+        action_space: str,
+        measured: FloatArray | None,
+        period_s: float,
+        late_s: float,
+    ) -> str | None:
+        """Publish ``steps`` (checked, the first due ``late_s`` ago) as one trajectory."""
+        streamer = self._streamer
+        if streamer is None or streamer.action_space != action_space:
+            streamer = self._streamer = traj.ChunkStreamer(
+                action_space=action_space,
+                gripper_dims=self._config.gripper_dims,
+                velocities=self._config.trajectory_velocities,
+            )
+        stamp_ns = self._now_ns() - int(late_s * 1e9)
+        planned = streamer.plan(
+            steps, measured=measured, period_s=period_s, stamp_s=stamp_ns * 1e-9
+        )
+        if isinstance(planned, str):
+            return planned
+        types = self._types
+        stamp = conv.stamp(types, stamp_ns)
+        rows = planned.velocities if planned.velocities is not None else [None] * len(planned)
+        points = list(zip(planned.positions, rows, planned.times_s, strict=True))
+        output, names = self._output, self._config.joint_names
+        self._publishers.action.publish(output.trajectory_message(types, names, points, stamp))
+        gripper = self._publishers.gripper
+        if gripper is not None and planned.gripper.shape[1]:
+            grip = [(row, None, t) for row, t in zip(planned.gripper, planned.times_s, strict=True)]
+            gripper.publish(output.trajectory_message(types, self.gripper_names, grip, stamp))
+        self._trajectory_seq = chunk_seq
+        return None
+
+    def publish_chunk(self, chunk: ActionChunk, age_s: float) -> None:
+        """The whole chunk on ~/chunk, stamped with its observation's time (``age_s`` ago)."""
+        types = self._types
+        stamp = conv.stamp(types, self._now_ns() - int(max(0.0, age_s) * 1e9))
+        names = list(self._config.joint_names) + self.gripper_names
+        if len(names) != chunk.action_dim:
+            names = [f"dim_{i}" for i in range(chunk.action_dim)]
+        msg = conv.chunk_trajectory(
+            types,
+            chunk.steps,
+            names=names,
+            action_space=chunk.action_space,
+            control_hz=chunk.control_frequency_hz,
+            stamp=stamp,
+        )
+        self._publishers.chunk.publish(msg)

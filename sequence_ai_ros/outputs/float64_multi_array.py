@@ -1,0 +1,61 @@
+"""``std_msgs/Float64MultiArray``: the action's numbers as they are, for ros2_control's
+forward_command_controller (``~/commands``). Needs no measured position: a velocity goes out
+as a velocity."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sequence_ai_core.types import FloatArray
+
+from .. import conversions as conv
+from .base import OutputType
+
+
+class Float64MultiArrayOutput(OutputType):
+    name = "float64_multi_array"
+    needs_positions = False
+    names_joints = False
+
+    def message_type(self, types: conv.MessageTypes) -> Any:
+        return types.Float64MultiArray
+
+    def arm_message(
+        self,
+        types: conv.MessageTypes,
+        command: conv.Command,
+        *,
+        names: Sequence[str],
+        with_gripper: bool,
+        period_s: float,
+        velocities: bool,
+        stamp: Any,
+    ) -> Any:
+        values = np.concatenate([command.arm, command.gripper]) if with_gripper else command.arm
+        return conv.float64_multi_array(types, values, "action")
+
+    def gripper_message(
+        self,
+        types: conv.MessageTypes,
+        values: FloatArray,
+        *,
+        names: Sequence[str],
+        period_s: float,
+        stamp: Any,
+    ) -> Any:
+        return conv.float64_multi_array(types, values, "gripper")
+
+    def decode(self, msg: Any, *, velocity: bool) -> list[float]:
+        return [float(v) for v in msg.data]
+
+    def takes_controller(self, controller: str) -> bool:
+        return controller == "forward_command"
+
+    def controller_command(self, msg: Any) -> conv.ControllerCommand:
+        return [float(v) for v in msg.data]
+
+
+OUTPUT = Float64MultiArrayOutput()

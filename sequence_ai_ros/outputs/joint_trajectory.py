@@ -1,0 +1,76 @@
+"""``trajectory_msgs/JointTrajectory``, for ros2_control's joint_trajectory_controller: one
+point per tick, or (``trajectory_mode: chunk``, see ``trajectories.py``) the rest of each
+chunk as one trajectory. An empty trajectory is rejected by the controller, so a hold is a
+one-point trajectory at the current positions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sequence_ai_core.types import FloatArray
+
+from .. import conversions as conv
+from .base import OutputType, Point
+
+
+class JointTrajectoryOutput(OutputType):
+    name = "joint_trajectory"
+    needs_positions = True
+    names_joints = True
+    streams_trajectories = True
+
+    def message_type(self, types: conv.MessageTypes) -> Any:
+        return types.JointTrajectory
+
+    def arm_message(
+        self,
+        types: conv.MessageTypes,
+        command: conv.Command,
+        *,
+        names: Sequence[str],
+        with_gripper: bool,
+        period_s: float,
+        velocities: bool,
+        stamp: Any,
+    ) -> Any:
+        # Non-zero velocities only where the controller takes them at the last point
+        # (params.py): Jazzy's default rejects a trajectory that ends moving.
+        speeds = command.velocities
+        if speeds is not None and np.any(speeds != 0.0) and not velocities:
+            speeds = None
+        return conv.joint_trajectory(types, names, [(command.positions, speeds, period_s)], stamp)
+
+    def gripper_message(
+        self,
+        types: conv.MessageTypes,
+        values: FloatArray,
+        *,
+        names: Sequence[str],
+        period_s: float,
+        stamp: Any,
+    ) -> Any:
+        return conv.joint_trajectory(types, names, [(values, None, period_s)], stamp)
+
+    def trajectory_message(
+        self, types: conv.MessageTypes, names: Sequence[str], points: Sequence[Point], stamp: Any
+    ) -> Any:
+        return conv.joint_trajectory(types, names, points, stamp)
+
+    def decode(self, msg: Any, *, velocity: bool) -> list[float]:
+        if not msg.points:
+            return []
+        point = msg.points[0]
+        values = point.velocities if velocity and len(point.velocities) else point.positions
+        return [float(v) for v in values]
+
+    def takes_controller(self, controller: str) -> bool:
+        return controller.startswith("jtc_")
+
+    def controller_command(self, msg: Any) -> conv.ControllerCommand:
+        return conv.controller_trajectory(msg)
+
+
+OUTPUT = JointTrajectoryOutput()

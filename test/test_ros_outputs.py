@@ -1,0 +1,293 @@
+"""The output-type registry (sequence_ai_ros/outputs) is the only list of output types, and
+what the node's command sink builds from each is what the simulated arm decodes. ROS-free:
+messages are Humble's definitions (rosbags); the real-ROS tier runs the same on rclpy."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import humble_messages as messages
+import numpy as np
+import pytest
+
+from sequence_ai_ros import conversions as conv
+from sequence_ai_ros import outputs, params
+from sequence_ai_ros.command_sink import CommandSink, Publishers
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "sequence_ai_ros"
+JOINTS = [f"joint_{i + 1}" for i in range(7)]
+
+
+@pytest.fixture(scope="module")
+def types() -> conv.MessageTypes:
+    modules = messages.build_modules()  # one build: sub-messages must be of the same one
+    std, trajectory = modules["std_msgs.msg"], modules["trajectory_msgs.msg"]
+    builtin = modules["builtin_interfaces.msg"]
+    return conv.MessageTypes(
+        std.Float64MultiArray,
+        std.MultiArrayDimension,
+        trajectory.JointTrajectory,
+        trajectory.JointTrajectoryPoint,
+        modules["sensor_msgs.msg"].JointState,
+        builtin.Duration,
+        builtin.Time,
+    )
+
+
+class Topic:
+    """A publisher's far end: every message published, in order."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+
+    def publish(self, msg: Any) -> None:
+        self.messages.append(msg)
+
+
+def config(output_type: str, **changes: Any) -> params.NodeConfig:
+    values = {spec.name: spec.default for spec in params.PARAMETERS}
+    values.update(output_type=output_type, joint_names=JOINTS, **changes)
+    return params.parse(values)
+
+
+def sink(
+    types: conv.MessageTypes, output_type: str, **changes: Any
+) -> tuple[CommandSink, Topic, Topic]:
+    cfg = config(output_type, **changes)
+    action, gripper = Topic(), Topic()
+    publishers = Publishers(action, gripper if cfg.gripper_topic else None, Topic())
+    made = CommandSink(
+        cfg, outputs.get(output_type), types, publishers, lambda: 1_800_000_000 * 10**9
+    )
+    return made, action, gripper
+
+
+# ---------------------------------------------------------------------- one list
+
+
+def test_the_parameter_choices_and_default_are_the_registry() -> None:
+    spec = next(s for s in params.PARAMETERS if s.name == "output_type")
+    assert spec.constraints.split("|") == list(outputs.OUTPUT_TYPES) == list(outputs.names())
+    assert spec.default == outputs.DEFAULT in outputs.OUTPUT_TYPES
+    assert {"float64_multi_array", "joint_trajectory", "joint_state"} == set(outputs.OUTPUT_TYPES)
+    for name, output in outputs.OUTPUT_TYPES.items():
+        assert output.name == name and config(name).output_type == name
+    with pytest.raises(params.ParameterError, match=r"output_type.*float64_multi_array"):
+        config("twist")
+    with pytest.raises(KeyError, match="joint_state"):
+        outputs.get("twist")
+
+
+def _string_constants(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
+
+
+def test_no_module_outside_the_registry_names_an_output_type_or_its_message() -> None:
+    names = set(outputs.OUTPUT_TYPES)
+    message_classes = {"Float64MultiArray", "JointState", "JointTrajectory"}
+    checked = 0
+    for path in sorted([*PACKAGE.glob("*.py"), *(ROOT / "launch").glob("*.py")]):
+        assert not names & _string_constants(path), f"{path.name} lists output types itself"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "isinstance":
+                assert not message_classes & {ast.unparse(a) for a in ast.walk(node.args[1])}, (
+                    f"{path.name}:{node.lineno} dispatches on the message class"
+                )
+        checked += 1
+    assert checked >= 17
+    # The sim arm takes its message class, decoding and controller routing from the registry.
+    sim_arm = (PACKAGE / "sim_arm_node.py").read_text(encoding="utf-8")
+    assert "import Float64MultiArray" not in sim_arm and "import JointTrajectory" not in sim_arm
+    assert "outputs.get(command_type)" in sim_arm
+
+
+_NEW_TYPE = '''
+"""A forward position controller fed joint targets (a test's new output type)."""
+
+from typing import Any
+
+from .. import conversions as conv
+from .float64_multi_array import Float64MultiArrayOutput
+
+
+class PositionArrayOutput(Float64MultiArrayOutput):
+    name = "position_array"
+    needs_positions = True
+
+    def arm_message(self, types: Any, command: conv.Command, **_: Any) -> Any:
+        return conv.float64_multi_array(types, command.positions, "positions")
+
+    def takes_controller(self, controller: str) -> bool:
+        return False
+
+
+OUTPUT = PositionArrayOutput()
+'''
+
+_USE_IT = """
+import numpy as np
+import humble_messages as messages
+from sequence_ai_ros import conversions as conv, outputs, params
+from sequence_ai_ros.command_sink import CommandSink, Publishers
+
+spec = next(s for s in params.PARAMETERS if s.name == "output_type")
+assert "position_array" in spec.constraints.split("|"), spec.constraints
+values = {s.name: s.default for s in params.PARAMETERS}
+config = params.parse({**values, "output_type": "position_array"})
+m = messages.build_modules()
+std, traj, b = m["std_msgs.msg"], m["trajectory_msgs.msg"], m["builtin_interfaces.msg"]
+types = conv.MessageTypes(std.Float64MultiArray, std.MultiArrayDimension, traj.JointTrajectory,
+    traj.JointTrajectoryPoint, m["sensor_msgs.msg"].JointState, b.Duration, b.Time)
+
+class Topic(list):
+    publish = list.append
+
+topic = Topic()
+output = outputs.get("position_array")
+sink = CommandSink(config, output, types, Publishers(topic, None, Topic()), lambda: 0)
+velocity = conv.command_from_action(np.array([0.5, -0.5]), action_space="joint_velocity",
+    gripper_dims=0, measured=np.array([1.0, 2.0]), period_s=0.1)
+assert sink.send(velocity, 0.1, "joint_velocity") is None
+assert list(topic[0].data) == [1.05, 1.95], topic
+blind = conv.command_from_action(np.array([0.5, -0.5]), action_space="joint_velocity",
+    gripper_dims=0, measured=None, period_s=0.1)
+assert "needs joint positions" in sink.send(blind, 0.1, "joint_velocity")
+assert output.decode(topic[0], velocity=True) == [1.05, 1.95]
+print("ok")
+"""
+
+
+def test_adding_an_output_type_is_adding_one_module(tmp_path: Path) -> None:
+    """A copy of the package with one module more: parameters, sink and decoding take it."""
+    copy = tmp_path / "sequence_ai_ros"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "outputs" / "position_array.py").write_text(_NEW_TYPE, encoding="utf-8")
+    path = os.pathsep.join([str(tmp_path), str(ROOT / "test"), *sys.path])
+    ran = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_USE_IT)],
+        env=dict(os.environ, PYTHONPATH=path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------- what goes out
+
+
+@pytest.mark.parametrize("output_type", list(outputs.OUTPUT_TYPES))
+@pytest.mark.parametrize("space", ["joint_velocity", "joint_absolute"])
+def test_the_sim_arm_decodes_what_the_sink_sends(
+    types: conv.MessageTypes, output_type: str, space: str
+) -> None:
+    made, action, gripper = sink(types, output_type, gripper_dims=1, gripper_topic="gripper")
+    values = np.array([0.1, -0.2, 0.3, 0.0, 0.05, -0.1, 0.2, 0.7])
+    measured = np.linspace(-1.0, 1.0, 7)
+    command = conv.command_from_action(
+        values, action_space=space, gripper_dims=1, measured=measured, period_s=0.1
+    )
+    assert made.send(command, 0.1, space) is None
+    output = outputs.get(output_type)
+    (arm_msg,) = action.messages
+    (gripper_msg,) = gripper.messages
+    assert isinstance(arm_msg, output.message_type(types))
+    assert isinstance(gripper_msg, output.message_type(types))
+    velocity = space == "joint_velocity"
+    decoded = output.decode(arm_msg, velocity=velocity)
+    expected = values[:7] if velocity or not output.needs_positions else command.positions
+    if output_type == "joint_trajectory" and velocity:
+        # Velocities only where the controller takes them at the last point (Jazzy default).
+        expected = command.positions
+    assert np.allclose(decoded, expected)
+    assert output.decode(gripper_msg, velocity=False) == [0.7]
+
+
+def test_joint_outputs_refuse_a_command_without_joint_targets(types: conv.MessageTypes) -> None:
+    for output_type, output in outputs.OUTPUT_TYPES.items():
+        made, action, _ = sink(types, output_type)
+        blind = conv.command_from_action(
+            np.zeros(7), action_space="joint_velocity", gripper_dims=0, measured=None, period_s=0.1
+        )
+        problem = made.send(blind, 0.1, "joint_velocity")
+        assert (problem is not None) == output.needs_positions, output_type
+        assert len(action.messages) == (0 if output.needs_positions else 1)
+
+
+def test_a_streamed_chunk_goes_out_once_and_a_hold_replaces_it(types: conv.MessageTypes) -> None:
+    made, action, _ = sink(types, "joint_trajectory")
+    assert made.streams_chunks
+    steps = np.tile(np.linspace(0.0, 0.6, 7), (5, 1)) * np.arange(1, 6)[:, None]
+    problem = made.stream(
+        steps,
+        chunk_seq=3,
+        action_space="joint_absolute",
+        measured=steps[0],
+        period_s=0.1,
+        late_s=0.25,
+    )
+    assert problem is None and made.streamed(3) and not made.streamed(4)
+    (trajectory,) = action.messages
+    assert len(trajectory.points) == 5 and trajectory.joint_names == JOINTS
+    stamp_ns = trajectory.header.stamp.sec * 10**9 + trajectory.header.stamp.nanosec
+    assert stamp_ns == 1_800_000_000 * 10**9 - 250_000_000  # when the first step was due
+    hold = conv.Command(steps[0], np.zeros(0), positions=steps[0])
+    assert made.send_hold(hold, 0.1, "joint_absolute") is None
+    assert not made.streamed(3) and len(action.messages[-1].points) == 1
+    point_sink, _, _ = sink(types, "joint_trajectory", trajectory_mode="point")
+    assert not point_sink.streams_chunks
+
+
+ROS_MODULES = {"policy_node", "node_io", "interfaces", "health_publisher", "rclpy_guards"}
+ROS_MODULES |= {"sim_arm_node"}
+
+
+def test_only_the_modules_said_to_import_ros_do() -> None:
+    """The package docstring's list: every other module imports with no ROS module loaded
+    (nor the simulator, which only the simulated arm needs)."""
+    modules = [*PACKAGE.glob("*.py"), *(PACKAGE / "outputs").glob("*.py")]
+    dotted = (".".join(p.relative_to(ROOT).with_suffix("").parts) for p in modules)
+    free = sorted(
+        d.removesuffix(".__init__") for d in dotted if d.split(".")[-1] not in ROS_MODULES
+    )
+    probe = (
+        "import importlib, sys\n"
+        f"for name in {free!r}: importlib.import_module(name)\n"
+        "roots = {m.split('.')[0] for m in sys.modules}\n"
+        "print(sorted(roots & {'rclpy', 'std_msgs', 'sensor_msgs', 'trajectory_msgs',"
+        " 'builtin_interfaces', 'std_srvs', 'diagnostic_msgs', 'lifecycle_msgs',"
+        " 'sequence_ai_sim'}))\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == "[]", ran.stdout + ran.stderr[-2000:]
+    assert len(free) >= 12
+    documented = (PACKAGE / "__init__.py").read_text(encoding="utf-8")
+    assert all(f"``{name}``" in documented for name in ROS_MODULES)
+
+
+def test_the_readme_lists_every_module_of_the_node_package() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("Inside `sequence_ai_ros`", 1)[1].split("```\n", 2)[1]
+    rows = [line.split() for line in block.splitlines() if line and not line.startswith(" ")]
+    listed = {row[0].rstrip("/") for row in rows}
+    marked = {row[0].removesuffix(".py") for row in rows if row[1] == "ROS"}
+    assert all((PACKAGE / name).exists() for name in listed), listed
+    modules = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    assert modules - listed <= {"health_publisher.py"} and "outputs" in listed
+    assert "health_publisher.py" in block  # named on the diagnostics row
+    assert marked | {"health_publisher"} == ROS_MODULES
