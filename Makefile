@@ -15,6 +15,7 @@ ROS_WHEELS := ros-jazzy-rclpy[fastrtps] ros-jazzy-std-msgs ros-jazzy-sensor-msgs
 	ros-jazzy-trajectory-msgs ros-jazzy-diagnostic-msgs ros-jazzy-std-srvs \
 	ros-jazzy-lifecycle-msgs ros-jazzy-builtin-interfaces ros-jazzy-rcl-interfaces \
 	ros-jazzy-ament-index-python
+OPENPI_PEERS := openpi-server==0.1.0 openpi-client==0.1.2
 
 .PHONY: demo test lint typecheck pytest pytest-ros bench bench-full bench-ros soak clean
 
@@ -30,6 +31,9 @@ $(VENV)/.test: $(VENV)/.core setup.py
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
 	# The test peer sequence-ai 0.1.0 installs its own `sequence-ai` script; put ours back.
 	$(BIN)/python -m pip install -q --no-deps --force-reinstall -e .
+	# openpi's WebsocketPolicyServer and client, the openpi backend's peers: without their
+	# declared dependencies (openpi-client pins numpy < 2), whose imports the test extra has.
+	$(BIN)/python -m pip install -q --no-deps $(OPENPI_PEERS)
 	$(BIN)/python -m pip uninstall -q -y rclpy-intellisense 2>/dev/null || true
 	$(BIN)/python -m pip install -q --no-deps --upgrade --target $(HUMBLE_RCLPY) rclpy-intellisense==1.2.0
 	touch $@
@@ -40,7 +44,9 @@ $(ROS_BIN)/python:
 
 $(ROS_VENV)/.ros: $(ROS_BIN)/python setup.py Makefile
 	$(ROS_BIN)/python -m pip install -q $(foreach w,$(ROS_WHEELS),'$(w)') \
-		'pytest>=7' 'pytest-timeout>=2.1' -e .
+		'pytest>=7' 'pytest-timeout>=2.1' 'typing_extensions>=4' -e '.[openpi]'
+	# the openpi server the node is driven against in test_ros_real_openpi.py
+	$(ROS_BIN)/python -m pip install -q --no-deps $(OPENPI_PEERS)
 	touch $@
 
 demo: $(VENV)/.core

@@ -75,6 +75,8 @@ setup(
     # httpx 0.25 (httpcore 0.18) is the oldest tested: its network backends carry the deadlines
     install_requires=["httpx>=0.25", "numpy>=1.21", "Pillow>=9.0"],
     extras_require={
+        # The openpi backend (ws:// and wss:// policy servers), imported only when used.
+        "openpi": ["websockets>=13", "msgpack>=1.0"],
         "test": [
             "pytest>=7",
             "pytest-timeout>=2.1",
@@ -88,6 +90,13 @@ setup(
             # peer (test/test_compat_010.py). It installs a `sequence-ai` script of its own;
             # the Makefile reinstalls this package after the extras so ours is on PATH.
             "sequence-ai==0.1.0",
+            # openpi's server and client (the openpi backend's peers) are installed by the
+            # Makefile without their dependencies (openpi-client pins numpy < 2); these are
+            # what they import.
+            "websockets>=13",
+            "msgpack>=1.0",
+            "dm-tree>=0.1.8",
+            "typing_extensions>=4",
         ],
         "bench": ["matplotlib>=3.5", "sequence-ai==0.1.0"],
     },

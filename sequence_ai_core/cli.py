@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -118,6 +119,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.samples < 1:
         print("sequence-ai doctor: --samples must be >= 1", file=sys.stderr)
         return EXIT_USAGE
+    url = (args.base_url or os.environ.get("SEQUENCES_BASE_URL") or "").strip()
+    if url.lower().startswith(("ws://", "wss://")):
+        return _cmd_openpi_doctor(args, url)
     settings = DoctorSettings(
         base_url=_base_url(args),
         samples=args.samples,
@@ -125,6 +129,22 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         act=not args.no_act,
     )
     return EXIT_OK if run_doctor(settings) else EXIT_FAILURE
+
+
+def _cmd_openpi_doctor(args: argparse.Namespace, url: str) -> int:
+    if not args.profile:
+        print("sequence-ai doctor: an openpi server needs --profile", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        from .openpi.doctor import OpenpiDoctorSettings, run_openpi_doctor
+    except ImportError:
+        print(
+            "sequence-ai doctor: ws:// needs pip install 'sequence_ai_ros[openpi]'",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    settings = OpenpiDoctorSettings(url, args.profile, samples=args.samples, act=not args.no_act)
+    return EXIT_OK if run_openpi_doctor(settings) else EXIT_FAILURE
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
@@ -176,6 +196,9 @@ def _add_commands(parser: argparse.ArgumentParser, *, with_sim: bool) -> None:
     )
     doctor.add_argument(
         "--no-act", action="store_true", help="send no act request (no credit used)"
+    )
+    doctor.add_argument(
+        "--profile", help="openpi observation profile (ws:// servers): droid, aloha, libero, a file"
     )
     doctor.set_defaults(handler=_cmd_doctor)
 

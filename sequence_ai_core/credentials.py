@@ -35,6 +35,10 @@ def _checked(key: str | None) -> str | None:
     return key
 
 
+#: ``_checked`` for a key given to another backend (an openpi server's ``Api-Key`` header).
+checked_api_key = _checked
+
+
 def _read_file(path: Path) -> str | None:
     try:
         mode = path.stat().st_mode

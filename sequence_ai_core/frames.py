@@ -78,6 +78,11 @@ class RawFrame(ImageFrame):
             return encoded
 
     @property
+    def pixels(self) -> npt.NDArray[np.generic]:
+        """The frame as given (not resized or encoded): what an openpi profile sends."""
+        return self._pixels
+
+    @property
     def encoded(self) -> bool:
         """Whether ``data`` was made yet."""
         return self._encoded is not None

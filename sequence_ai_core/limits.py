@@ -34,3 +34,7 @@ CONTROL_HZ_TOLERANCE = 0.01
 DECODABLE_ENCODINGS = ("gzip", "x-gzip", "deflate")
 #: At most this many stacked encodings (``Content-Encoding: gzip, gzip, ...``).
 MAX_ENCODING_LAYERS = 2
+#: Bytes of one frame an openpi server may send (its metadata, or an answer). The largest
+#: chunk allowed above as float64 is 16 kB (MAX_CHUNK_VALUES x 8); openpi answers also
+#: carry ``server_timing`` and whatever the policy adds (pi0 servers return ``state`` too).
+MAX_OPENPI_FRAME_BYTES = 1024 * 1024

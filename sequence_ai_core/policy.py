@@ -1,8 +1,9 @@
-"""``connect()`` and the ``Policy`` handle: one model, one gateway, one kept-alive pool."""
+"""``connect()`` and the ``Policy`` handle: one model, one backend, one kept-alive pool."""
 
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import threading
 from collections import deque
@@ -10,22 +11,23 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .credentials import missing_key_message, resolve_api_key
+from .backend import Backend, GatewayBackend
+from .credentials import resolve_api_key
 from .engine_config import EngineConfig, Freshness, RunConfig
-from .errors import AuthError, ChunkExhausted, InvalidRequest, InvalidResponse, SequencesError
-from .limits import CONTROL_HZ_TOLERANCE, MAX_CONTROL_HZ, MIN_CONTROL_HZ
+from .errors import ChunkExhausted, ConfigurationError, SequencesError
+from .limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
 from .runner import run_policy
 from .source import DriverGuard
 from .transport import Transport, VerifyArg, resolve_base_url
 from .types import FloatArray, Model, Observation, Prediction, full_model_id
-from .wire import encode_act_request, parse_models, parse_prediction
 
 if TYPE_CHECKING:
+    from .openpi.backend import OpenpiBackend
+    from .openpi.profiles import Profile
     from .outcome import RunOutcome
-    from .types import ActionChunk
 
-#: Action spaces whose first values are joints: the observation's joint count must match.
-_JOINT_SPACES = frozenset({"joint_absolute", "joint_delta", "joint_velocity"})
+#: URL schemes of openpi policy servers (``openpi.OpenpiBackend``).
+OPENPI_SCHEMES = ("ws://", "wss://")
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +39,17 @@ class Policy:
     (two loops sharing one buffer would interleave actions and both report success).
     """
 
-    def __init__(self, model: str, transport: Transport, *, control_hz: float | None = None):
+    def __init__(
+        self, model: str, backend: Backend | Transport, *, control_hz: float | None = None
+    ) -> None:
         if control_hz is not None and not MIN_CONTROL_HZ <= control_hz <= MAX_CONTROL_HZ:
             bounds = f"[{MIN_CONTROL_HZ:g}, {MAX_CONTROL_HZ:g}]"
             raise ValueError(f"control_hz must be in {bounds} Hz, got {control_hz}")
         self.model = full_model_id(model)
         self.control_hz = control_hz
-        self._transport = transport
+        self._backend: Backend = (
+            GatewayBackend(backend) if isinstance(backend, Transport) else backend
+        )
         self._buffer: deque[FloatArray] = deque()
         self._model_info: Model | None = None
         self._describe_lock = threading.Lock()
@@ -53,8 +59,8 @@ class Policy:
         self.closed_event = threading.Event()
 
     def __repr__(self) -> str:
-        state = "closed" if self._transport.closed else "open"
-        return f"Policy(model={self.model!r}, base_url={self._transport.base_url!r}, {state})"
+        state = "closed" if self._backend.closed else "open"
+        return f"Policy(model={self.model!r}, base_url={self._backend.base_url!r}, {state})"
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -62,12 +68,12 @@ class Policy:
         """Close the connections, aborting requests in flight; a ``run()`` on another thread
         holds and ends. Idempotent; every later call raises SequencesError."""
         self.closed_event.set()
-        self._transport.close()
+        self._backend.close()
         self._buffer.clear()
 
     def cancel_requests(self) -> int:
         """Abort the requests in flight (their workers end at once); the handle stays open."""
-        return self._transport.cancel_in_flight()
+        return self._backend.cancel_in_flight()
 
     def __enter__(self) -> Policy:
         return self
@@ -81,88 +87,32 @@ class Policy:
         self.close()
 
     def _check_open(self) -> None:
-        if self._transport.closed:
+        if self._backend.closed:
             raise SequencesError(f"Policy for {self.model} is closed")
 
     @property
     def base_url(self) -> str:
-        return self._transport.base_url
+        return self._backend.base_url
 
     @property
     def requests_sent(self) -> int:
-        return self._transport.requests_sent
+        return self._backend.requests_sent
 
     # ------------------------------------------------------------------ requests
 
     def fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
-        """One POST /v1/act (``ChunkSource``). Thread-safe and unguarded: the engine calls it
-        from its workers while it holds the guard; ``predict`` is the guarded call."""
+        """One chunk from the backend (``ChunkSource``). Thread-safe and unguarded: the
+        engine calls it from its workers while it holds the guard; ``predict`` is guarded."""
         self._check_open()
-        if not self._transport.has_key:  # the gateway would answer 401 without saying where
-            raise AuthError(missing_key_message())
-        body = encode_act_request(self.model, observation, options)
-        answer, request_id, latency = self._transport.request("POST", "/v1/act", json_body=body)
-        prediction = parse_prediction(answer, request_id=request_id, latency_s=latency)
-        self._check_against_catalogue(prediction.action_chunk, request_id)
-        log.debug(
-            "%s: %d steps in %.3fs [%s]",
-            self.model,
-            len(prediction.action_chunk),
-            latency,
-            request_id,
-        )
-        return prediction
-
-    def _check_against_catalogue(self, chunk: ActionChunk, request_id: str) -> None:
-        """A chunk must have the catalogue's size and rate (once the entry is known): played
-        at another rate, every step would move the arm at a speed the model never meant."""
-        entry = self._model_info
-        if entry is None:
-            return
-        problem = None
-        if entry.action_dim > 0 and chunk.action_dim != entry.action_dim:
-            problem = f"action_dim {chunk.action_dim}, the catalogue says {entry.action_dim}"
-        hz, expected = chunk.control_frequency_hz, entry.control_hz
-        if expected > 0 and abs(hz - expected) > CONTROL_HZ_TOLERANCE * expected:
-            problem = f"control_frequency_hz {hz:g}, the catalogue says {expected:g}"
-        if problem is not None:
-            raise InvalidResponse(
-                f"invalid response from gateway: chunk for {self.model} has {problem}",
-                status=200,
-                request_id=request_id,
-            )
+        return self._backend.fetch(self.model, observation, options)
 
     def check_observation(self, observation: Observation) -> None:
-        """Refuse an observation the model's catalogue entry cannot take (its camera views,
-        its joint count), naming the field; nothing is checked before the entry is known
-        (``describe()``, which ``run()`` calls first)."""
+        """Refuse an observation the model cannot take (its camera views, its joint count),
+        naming the field; nothing is checked before the entry is known (``describe()``,
+        which ``run()`` calls first)."""
         entry = self._model_info
-        if entry is None:
-            return
-        name = entry.short_id or entry.id
-        views = [getattr(frame, "view", None) for frame in observation.images]
-        for i, view in enumerate(views):
-            if entry.camera_views and view not in entry.camera_views:
-                raise InvalidRequest(
-                    f"observation.images[{i}].view is {view!r}; {name} takes "
-                    f"{', '.join(entry.camera_views)}"
-                )
-        # A subset of the views is taken: code written for the 0.1.0 client sent one camera
-        # to two-camera models and the gateway served it. No camera at all is refused.
-        if entry.camera_views and not views:
-            raise InvalidRequest(
-                f"observation.images is empty: {name} takes "
-                f"{', '.join(entry.camera_views)} (one ImageFrame each)"
-            )
-        space = entry.raw.get("action_space")
-        joints = observation.proprioception.joint_positions
-        count = len(joints) if hasattr(joints, "__len__") else -1
-        dim = entry.action_dim
-        if space in _JOINT_SPACES and dim > 0 and count not in (dim - 1, dim):
-            raise InvalidRequest(
-                f"observation.proprioception.joint_positions has {count} values; {name} "
-                f"acts on {dim} dimensions ({dim - 1} joints and a gripper, or {dim} joints)"
-            )
+        if entry is not None:
+            self._backend.check_observation(entry, observation)
 
     def predict(self, observation: Observation, **options: Any) -> Prediction:
         """Ask the model for one action chunk."""
@@ -193,21 +143,12 @@ class Policy:
         return len(self._buffer)
 
     def describe(self) -> Model:
-        """This model's catalogue entry (GET /v1/models?endpoint=act), fetched once."""
+        """This model's catalogue entry (the gateway's ``GET /v1/models``, or what an openpi
+        profile and the server's metadata say), fetched once."""
         with self._describe_lock:
             if self._model_info is None:
                 self._check_open()
-                body, request_id, _ = self._transport.request(
-                    "GET", "/v1/models", params={"endpoint": "act"}
-                )
-                entries = parse_models(body, request_id=request_id)
-                found = [m for m in entries if m.id == self.model]
-                if not found:
-                    raise InvalidRequest(
-                        f"model {self.model} is not in the gateway's act catalogue",
-                        request_id=request_id,
-                    )
-                self._model_info = found[0]
+                self._model_info = self._backend.describe(self.model)
             return self._model_info
 
     def run(
@@ -270,8 +211,17 @@ def connect(
     verify: bool | str | ssl.SSLContext = True,
     allow_insecure_http: bool = False,
     max_connections: int = 8,
+    profile: str | Mapping[str, Any] | Profile | None = None,
 ) -> Policy:
     """Open a handle on ``model``. Nothing is sent until the first request.
+
+    The URL's scheme picks the backend: ``https://`` (or loopback ``http://``) is the
+    General Sequences gateway; ``ws://`` / ``wss://`` is an openpi policy server, given as
+    ``base_url=`` or in place of the model (``connect("ws://127.0.0.1:8000",
+    profile="droid")``), with ``profile`` mapping observations onto its keys
+    (``sequence_ai_core.openpi.profiles``; needs ``pip install 'sequence_ai_ros[openpi]'``).
+    An openpi server gets only the ``api_key=`` given here, as ``Authorization: Api-Key``:
+    the gateway's key from the environment or the credentials file is never sent to it.
 
     ``timeout_s`` is each request's absolute deadline, from its start to the last byte of
     its answer (a trickling server cannot stretch it); ``connect_timeout_s`` bounds
@@ -281,17 +231,52 @@ def connect(
     ``max_connections`` must cover the engine's ``max_in_flight`` refills plus one catalogue
     lookup, or a refill would wait for a free connection.
     """
-    verify_arg: VerifyArg = verify
-    transport = Transport(
-        resolve_base_url(base_url, allow_insecure_http=allow_insecure_http),
-        resolve_api_key(api_key),
-        timeout_s=timeout_s,
-        connect_timeout_s=connect_timeout_s,
-        verify=verify_arg,
-        max_connections=max_connections,
-    )
+    if model.strip().lower().startswith(OPENPI_SCHEMES):
+        base_url, model = model.strip(), ""
+    url = base_url if base_url is not None else os.environ.get("SEQUENCES_BASE_URL")
+    if url is not None and url.strip().lower().startswith(OPENPI_SCHEMES):
+        openpi = _open_openpi(
+            url.strip(),
+            profile,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            verify=verify,
+            max_connections=max_connections,
+            allow_insecure=allow_insecure_http,
+        )
+        backend: Backend = openpi
+        name = model or openpi.model_name
+    else:
+        if profile is not None:
+            raise ValueError("profile= is for openpi servers (ws:// or wss:// URLs)")
+        verify_arg: VerifyArg = verify
+        backend = GatewayBackend(
+            Transport(
+                resolve_base_url(base_url, allow_insecure_http=allow_insecure_http),
+                resolve_api_key(api_key),
+                timeout_s=timeout_s,
+                connect_timeout_s=connect_timeout_s,
+                verify=verify_arg,
+                max_connections=max_connections,
+            )
+        )
+        name = model
     try:
-        return Policy(model, transport, control_hz=control_hz)
+        return Policy(name, backend, control_hz=control_hz)
     except BaseException:
-        transport.close()
+        backend.close()
         raise
+
+
+def _open_openpi(
+    url: str, profile: str | Mapping[str, Any] | Profile | None, **settings: Any
+) -> OpenpiBackend:
+    try:  # lazy: websockets and msgpack are the optional ``openpi`` extra
+        from .openpi.backend import open_backend
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"{url} is an openpi server: its backend needs {exc.name or 'websockets'}; "
+            "pip install 'sequence_ai_ros[openpi]' (websockets, msgpack)"
+        ) from None
+    return open_backend(url, profile, **settings)

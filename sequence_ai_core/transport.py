@@ -74,6 +74,10 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+#: Whether a host name is this machine (the plain-text rules allow it).
+is_loopback = _is_loopback
+
+
 def resolve_base_url(base_url: str | None, *, allow_insecure_http: bool = False) -> str:
     """Argument, else ``$SEQUENCES_BASE_URL``, else the public gateway; checked and normalised."""
     url = (base_url or os.environ.get("SEQUENCES_BASE_URL") or DEFAULT_BASE_URL).strip()

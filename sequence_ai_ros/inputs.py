@@ -12,9 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
-
+from sequence_ai_core.frames import RawFrame
 from sequence_ai_core.images import encode_image
 from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Proprioception
 
@@ -126,15 +124,24 @@ class InputStore:
         size, quality = self._config.image_size, self._config.jpeg_quality
         try:
             if isinstance(payload, RawImage):
-                pixels: npt.NDArray[np.uint8] | bytes = image_to_rgb(
+                pixels = image_to_rgb(
                     payload.height, payload.width, payload.encoding, payload.step, payload.data
                 )
-            elif isinstance(payload, bytes):  # CompressedImage data, encoded already
-                pixels = payload
-            else:
+                # the pixels as they are: encoded (resized, JPEG) on the worker for the
+                # gateway, resized raw for an openpi server; the array is the message's own
+                return RawFrame(
+                    view,
+                    pixels,
+                    size=size,
+                    quality=quality,
+                    timestamp_ms=received.wall_ms,
+                    copy=False,
+                )
+            if not isinstance(payload, bytes):  # CompressedImage data is encoded already
                 raise InputProblem(f"image on {topic}: no image stored ({type(payload).__name__})")
+            compressed = payload
             return encode_image(
-                pixels, view=view, size=size, quality=quality, timestamp_ms=received.wall_ms
+                compressed, view=view, size=size, quality=quality, timestamp_ms=received.wall_ms
             )
         except (ValueError, OSError) as exc:
             raise InputProblem(f"image on {topic} unusable: {exc}") from exc

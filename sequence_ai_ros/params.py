@@ -55,6 +55,12 @@ class ParamSpec:
 PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("model", "string", "pi05-droid", "Model id, short or full.", "non-empty"),
     ParamSpec("base_url", "string", "", "Gateway URL; empty = $SEQUENCES_BASE_URL or default."),
+    ParamSpec(
+        "profile",
+        "string",
+        "",
+        "openpi observation profile for a ws:// base_url: droid | aloha | libero | a file.",
+    ),
     ParamSpec("allow_insecure_http", "bool", False, "Allow plain http to a non-loopback host."),
     ParamSpec("control_hz", "double", 0.0, "Playback rate; 0 = the chunk's own rate.", ">= 0"),
     ParamSpec("joint_names", "string_array", None, "Arm joints read from joint_states, in order."),
@@ -192,6 +198,8 @@ class NodeConfig:
     gripper_joint: str
     gripper_topic: str
     seam_warn: float
+    #: The openpi observation profile (a ws:// base_url), else None.
+    profile: str | None = None
 
 
 def secret_parameter_names(names: Sequence[str]) -> list[str]:
@@ -342,9 +350,14 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
     _require(bool(model), "model", "must not be empty")
     base_url = str(raw["base_url"]).strip()
     _require(
-        not base_url or base_url.startswith(("http://", "https://")),
+        not base_url or base_url.startswith(("http://", "https://", "ws://", "wss://")),
         "base_url",
-        f"must start with http:// or https://, got {base_url!r}",
+        f"must start with http(s):// (gateway) or ws(s):// (openpi server), got {base_url!r}",
+    )
+    profile = str(raw.get("profile") or "").strip()
+    openpi = base_url.startswith(("ws://", "wss://"))
+    _require(
+        bool(profile) == openpi, "profile", "is required with a ws(s):// base_url, and only then"
     )
     output_type = _choice(raw, "output_type", outputs.names())
     joint_names = _strings(raw, "joint_names")
@@ -366,6 +379,7 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
     return NodeConfig(
         model=model,
         base_url=base_url or None,
+        profile=profile or None,
         allow_insecure_http=bool(raw["allow_insecure_http"]),
         control_hz=control_hz or None,
         joint_names=joint_names,

@@ -7,6 +7,7 @@ tick asks the engine for the step due now, checks it, and publishes it or holds.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -32,6 +33,10 @@ from .episode import Episodes
 from .health_publisher import HealthPublisher
 from .node_io import NodeIO, default_period
 from .safety import SafetyChecks, load_validator
+
+#: Where the node reads an openpi server's key (sent as ``Authorization: Api-Key``); the
+#: gateway's key is never sent to an openpi server.
+OPENPI_KEY_ENV = "OPENPI_API_KEY"
 
 #: The lifecycle state each transition leads to when its callback succeeds (diagnostics).
 _AFTER = {
@@ -161,15 +166,20 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
 
     def _configure(self) -> bool:
         config = params.parse(self._parameter_values())
-        self._secret = resolve_api_key()
-        if self._secret is None:
-            self.get_logger().warning(
-                "no API key in $SEQUENCES_API_KEY or the credentials file; requests go without one"
-            )
+        if config.profile is not None:  # an openpi server: never the gateway's key
+            self._secret = os.environ.get(OPENPI_KEY_ENV) or None
+        else:
+            self._secret = resolve_api_key()
+            if self._secret is None:
+                self.get_logger().warning(
+                    "no API key in $SEQUENCES_API_KEY or the credentials file; "
+                    "requests go without one"
+                )
         self._policy = connect(
-            config.model,
+            config.model if config.profile is None else str(config.base_url),
             api_key=self._secret,
-            base_url=config.base_url,
+            base_url=config.base_url if config.profile is None else None,
+            profile=config.profile,
             control_hz=config.control_hz,
             allow_insecure_http=config.allow_insecure_http,
             max_connections=config.max_in_flight + 2,

@@ -64,7 +64,7 @@ def test_every_request_carries_its_own_request_id_and_client_headers(
     second = policy.predict(observation())
     assert [r["request_id"] for r in sim.received] == [first.request_id, second.request_id]
     assert first.request_id != second.request_id
-    headers = policy._transport._client.headers
+    headers = policy._backend.transport._client.headers
     assert headers["user-agent"] == f"sequence-ai-ros/{__version__}"
     assert headers["content-type"] == "application/json"
     assert headers["authorization"] == f"Bearer {TEST_KEY}"
@@ -222,7 +222,7 @@ def test_no_key_is_refused_before_sending_and_says_where_it_looked(
     sim: GatewaySimulator, clean_env: Path
 ) -> None:
     with connect("pi05-droid", base_url=sim.url) as handle:
-        assert "authorization" not in handle._transport._client.headers
+        assert "authorization" not in handle._backend.transport._client.headers
         assert handle.describe().short_id == "pi05-droid"  # the public catalogue needs none
         with pytest.raises(AuthError) as info:
             handle.predict(observation())
@@ -249,7 +249,7 @@ def test_key_never_appears_in_reprs_errors_or_logs(
         logging.getLogger(name).setLevel(logging.DEBUG)
     texts: list[str] = []
     with connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url) as handle:
-        texts += [repr(handle), str(handle), repr(handle._transport)]
+        texts += [repr(handle), str(handle), repr(handle._backend)]
         handle.predict(observation())
         handle.describe()
         for fault in (Fault.status(401), Fault.reset(), Fault.nan(), Fault.status(503)):

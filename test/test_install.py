@@ -98,6 +98,16 @@ def test_pip_install_puts_sequence_ai_on_path(
     assert sim_help.returncode == 0, sim_help.stderr
     assert "--cold-start" in sim_help.stdout
     assert "sequence_ai_sim/py.typed," in record.read_text()
+    # No openpi extra here: its profiles import, a ws:// URL names the extra to install.
+    script = (
+        "import importlib.util, sequence_ai_core as s\n"
+        "from sequence_ai_core.openpi import BUILTIN\n"
+        "assert importlib.util.find_spec('websockets') is None, 'websockets installed'\n"
+        "try: s.connect('ws://127.0.0.1:8000', profile='droid')\n"
+        "except s.SequencesError as e: print(e)\n"
+    )
+    openpi = _run([str(stock_venv / "bin" / "python"), "-c", script])
+    assert openpi.returncode == 0 and "sequence_ai_ros[openpi]" in openpi.stdout, openpi.stderr
 
 
 @pytest.mark.timeout(600)

@@ -51,7 +51,7 @@ def test_analyzer_config_matches_the_status_name() -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["sequence_ai.launch.py", "sim.launch.py"])
+@pytest.mark.parametrize("name", ["sequence_ai.launch.py", "sim.launch.py", "openpi.launch.py"])
 def test_launch_files_define_a_description_and_no_key_parameter(name: str) -> None:
     source = (ROOT / "launch" / name).read_text(encoding="utf-8")
     tree = ast.parse(source)
@@ -129,3 +129,31 @@ def test_forward_snippet_names_the_node_joints() -> None:
     for name in ("forward_velocity_controller", "forward_position_controller"):
         assert document[name]["ros__parameters"]["joints"] == node["joint_names"]
     assert document["gripper_controller"]["ros__parameters"]["joints"] == [node["gripper_joint"]]
+
+
+def test_openpi_config_is_complete_typed_and_matches_the_droid_profile() -> None:
+    from sequence_ai_core.openpi import BUILTIN
+
+    values = node_parameters(ROOT / "config" / "openpi_droid.yaml")
+    specs = {spec.name: spec for spec in params.PARAMETERS}
+    assert set(values) == set(specs)
+    for name, value in values.items():
+        kind = specs[name].kind
+        if not kind.endswith("_array"):
+            assert type(value) is PYTHON_KIND[kind], f"{name}: {value!r}"
+    config = params.parse(values)
+    assert (config.base_url, config.profile) == ("ws://127.0.0.1:8000", "droid")
+    droid = BUILTIN["droid"]
+    warnings: list[str] = []
+    params.check_against_model(config, droid.action_dim, droid.views, warnings.append)
+    assert warnings == [] and all(not c.compressed for c in config.cameras)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "profile"),
+    [("ws://127.0.0.1:8000", ""), ("http://127.0.0.1:8765", "droid"), ("ftp://x", "")],
+)
+def test_a_profile_goes_with_a_websocket_url_and_only_with_one(base_url: str, profile: str) -> None:
+    values = node_parameters(ROOT / "config" / "openpi_droid.yaml")
+    with pytest.raises(params.ParameterError):
+        params.parse({**values, "base_url": base_url, "profile": profile})

@@ -53,7 +53,7 @@ def test_key_absent_from_every_log_and_output_of_a_busy_session(
         texts += [repr(m) for m in models(base_url=sim.url)]
         with connect(MODEL, base_url=sim.url) as policy:
             prediction = policy.predict(OBSERVATION, seed=1)
-            texts += [repr(policy), repr(policy._transport), repr(prediction), repr(sim)]
+            texts += [repr(policy), repr(policy._backend), repr(prediction), repr(sim)]
             for fault in (Fault.status(401), Fault.reset(), Fault.not_json(), Fault.html(502)):
                 sim.inject(fault)
                 with pytest.raises(SequencesError) as raised:
