@@ -21,7 +21,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.parameter import Parameter
 
-from .params import ParamSpec
+from .declarations import ParamSpec
 
 _TYPES = {
     "bool": Parameter.Type.BOOL,

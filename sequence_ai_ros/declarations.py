@@ -1,0 +1,152 @@
+"""The node's parameters as declared: one table of names, types, defaults and constraints.
+
+The validation into a typed config is ``params``. Array parameters without a sensible
+default are declared statically typed and unset rather than with ``[]``: rclpy infers
+BYTE_ARRAY from an empty list, after which a string array from a YAML file is rejected as a
+type mismatch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sequence_ai_core.engine_config import FRESHNESS, RunConfig
+
+from . import outputs
+from .trajectories import TRAJECTORY_MODES
+
+#: The engine and episode settings, whose defaults are the core's (one source for both drivers).
+_RUN = RunConfig()
+#: Node parameters that are ``RunConfig`` fields of the same name (``run_config``); control_hz
+#: too, where the parameter's 0 means the chunk's own rate (None).
+RUN_PARAMETERS = (
+    "prefetch",
+    "max_in_flight",
+    "freshness",
+    "smooth_seam",
+    "startup_timeout_s",
+    "stall_timeout_s",
+    "control_hz",
+)
+IMAGE_ENCODINGS = ("raw", "compressed")
+# A parameter with one of these names would put a secret into the parameter server, where
+# `ros2 param dump` and rosbag record it. The key comes from the environment or a 0600 file.
+SECRET_NAME = re.compile(r"(api[_\-.]?key|secret|token|password|bearer|credential)", re.I)
+
+
+ParamKind = Literal[
+    "bool", "integer", "double", "string", "integer_array", "double_array", "string_array"
+]
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    kind: ParamKind
+    default: Any  # None: statically typed and unset
+    description: str
+    constraints: str = ""
+
+
+PARAMETERS: tuple[ParamSpec, ...] = (
+    ParamSpec("model", "string", "pi05-droid", "Model id, short or full.", "non-empty"),
+    ParamSpec("base_url", "string", "", "Gateway URL; empty = $SEQUENCES_BASE_URL or default."),
+    ParamSpec(
+        "profile",
+        "string",
+        "",
+        "openpi observation profile for a ws:// base_url: droid | aloha | libero | a file.",
+    ),
+    ParamSpec("allow_insecure_http", "bool", False, "Allow plain http to a non-loopback host."),
+    ParamSpec("control_hz", "double", 0.0, "Playback rate; 0 = the chunk's own rate.", ">= 0"),
+    ParamSpec("joint_names", "string_array", None, "Arm joints read from joint_states, in order."),
+    ParamSpec("camera_views", "string_array", None, "Model camera views, e.g. [exterior_1]."),
+    ParamSpec("camera_topics", "string_array", None, "Image topic per view (same length)."),
+    ParamSpec("camera_encodings", "string_array", None, "raw | compressed per view; unset = raw."),
+    ParamSpec("image_size", "integer_array", [224, 224], "Model input size [width, height]."),
+    ParamSpec("jpeg_quality", "integer", 95, "JPEG quality of uploaded images.", "1..100"),
+    ParamSpec("instruction", "string", "", "Initial instruction; the instruction topic wins."),
+    ParamSpec(
+        "output_type",
+        "string",
+        outputs.DEFAULT,
+        "Action message type.",
+        "|".join(outputs.names()),
+    ),
+    ParamSpec(
+        "trajectory_mode",
+        "string",
+        "chunk",
+        "joint_trajectory output: the rest of the chunk per message, or one point per tick.",
+        "|".join(TRAJECTORY_MODES),
+    ),
+    ParamSpec(
+        "trajectory_velocities",
+        "bool",
+        False,
+        "joint_trajectory output: send velocities too (cubic instead of linear interpolation).",
+    ),
+    ParamSpec(
+        "allow_nonzero_velocity_at_trajectory_end",
+        "bool",
+        False,
+        "The joint_trajectory_controller has this set (Humble always behaves so; Jazzy: false).",
+    ),
+    ParamSpec("max_actions", "integer", 1500, "Actions per episode before it completes.", ">= 1"),
+    ParamSpec("autostart", "bool", False, "Start an episode on activate."),
+    ParamSpec(
+        "prefetch", "bool", _RUN.prefetch, "Request the next chunk before the plan runs out."
+    ),
+    ParamSpec(
+        "max_in_flight", "integer", _RUN.max_in_flight, "Requests outstanding at once.", ">= 1"
+    ),
+    ParamSpec(
+        "freshness",
+        "string",
+        _RUN.freshness,
+        "Plan lag: round trip (request floor) or smallest sustainable (fresh, more requests).",
+        "|".join(FRESHNESS),
+    ),
+    ParamSpec(
+        "smooth_seam",
+        "integer",
+        _RUN.smooth_seam,
+        "Steps blended at a chunk seam (absolute spaces).",
+        ">= 0",
+    ),
+    ParamSpec(
+        "startup_timeout_s",
+        "double",
+        _RUN.startup_timeout_s,
+        "Wait this long for a warming model.",
+        ">= 0",
+    ),
+    ParamSpec(
+        "stall_timeout_s",
+        "double",
+        _RUN.stall_timeout_s,
+        "An episode whose plan stays empty (the arm held) this long ends (Stalled).",
+        "> 0",
+    ),
+    ParamSpec("max_observation_age_s", "double", 0.5, "Inputs older than this are stale.", "> 0"),
+    ParamSpec("lower_limits", "double_array", None, "Per-dimension lower bound of an action."),
+    ParamSpec("upper_limits", "double_array", None, "Per-dimension upper bound of an action."),
+    ParamSpec("max_step", "double_array", None, "Largest change between actions; 1 or dim values."),
+    ParamSpec("validator", "string", "", "Extra check 'module:function'(action) -> bool."),
+    ParamSpec("hold_service", "string", "", "std_srvs/Trigger service called on every early stop."),
+    ParamSpec("hardware_id", "string", "", "Diagnostics hardware id; empty = sequence-ai:<model>."),
+    ParamSpec(
+        "gripper_dims", "integer", 0, "Trailing action dims that are gripper positions.", ">= 0"
+    ),
+    ParamSpec("gripper_joint", "string", "", "Joint in joint_states giving the gripper state."),
+    ParamSpec("gripper_topic", "string", "", "Publish gripper dims here instead of on action."),
+    ParamSpec("seam_warn", "double", 0.2, "Seam jump above which diagnostics warn.", "> 0"),
+)
+
+
+def secret_parameter_names(names: Sequence[str]) -> list[str]:
+    """Names that look like they carry a credential; the value is never looked at."""
+    return [name for name in names if SECRET_NAME.search(name)]
