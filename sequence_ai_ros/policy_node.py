@@ -32,7 +32,7 @@ from . import diagnostics, params, rclpy_guards
 from .episode import Episodes
 from .health_publisher import HealthPublisher
 from .node_io import NodeIO, default_period
-from .safety import SafetyChecks, load_validator
+from .safety import SafetyChecks, checks_from_config
 
 #: Where the node reads an openpi server's key (sent as ``Authorization: Api-Key``); the
 #: gateway's key is never sent to an openpi server.
@@ -188,7 +188,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         params.check_against_model(
             config, model.action_dim, model.camera_views, self.get_logger().warning
         )
-        self._safety = self._safety_checks(config, model.action_dim)
+        self._safety = checks_from_config(config, model.action_dim)
         self._default_period = default_period(config, model)  # catalogue may lack control_hz
         self.config = config
         self.io = NodeIO(self, config, model, controller=self, playing=self._playing_chunk)
@@ -199,22 +199,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             f"output {config.output_type}"
         )
         return True
-
-    def _safety_checks(self, config: params.NodeConfig, action_dim: int) -> SafetyChecks:
-        validator = None
-        if config.validator:
-            try:
-                validator = load_validator(config.validator)
-            except ValueError as exc:
-                raise params.ParameterError("validator", str(exc)) from exc
-        return SafetyChecks(
-            action_dim,
-            lower=config.lower_limits,
-            upper=config.upper_limits,
-            max_step=config.max_step,
-            validator=validator,
-            validator_name=config.validator,
-        )
 
     def _activate(self) -> bool:
         self._set_timer(self._default_period)

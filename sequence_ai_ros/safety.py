@@ -23,6 +23,7 @@ import numpy as np
 from sequence_ai_core.types import ABSOLUTE_SPACES, VELOCITY_SPACES, FloatArray
 
 from .conversions import Command
+from .params import NodeConfig, ParameterError
 
 Validator = Callable[[FloatArray], bool]
 
@@ -98,6 +99,25 @@ class SafetyChecks:
         except Exception as exc:  # a crashing validator must stop the arm, not the node
             return f"validator {self._validator_name} raised {type(exc).__name__}: {exc}"
         return None if accepted else f"validator {self._validator_name} rejected the action"
+
+
+def checks_from_config(config: NodeConfig, action_dim: int) -> SafetyChecks:
+    """The node's checks from its parameters; a validator that cannot be imported is a
+    ``ParameterError`` naming ``validator`` (configure fails, nothing runs unchecked)."""
+    validator = None
+    if config.validator:
+        try:
+            validator = load_validator(config.validator)
+        except ValueError as exc:
+            raise ParameterError("validator", str(exc)) from exc
+    return SafetyChecks(
+        action_dim,
+        lower=config.lower_limits,
+        upper=config.upper_limits,
+        max_step=config.max_step,
+        validator=validator,
+        validator_name=config.validator,
+    )
 
 
 def check_action(
