@@ -37,7 +37,13 @@ def checked_timeout(value: float, name: str) -> float:
 
 def _load(cafile: str | None = None, capath: str | None = None, *, what: str) -> ssl.SSLContext:
     try:
-        return ssl.create_default_context(cafile=cafile, capath=capath)
+        try:
+            return ssl.create_default_context(cafile=cafile, capath=capath)
+        except ssl.SSLError:
+            # Once in a few dozen loaded test runs the system bundle failed to load right
+            # after a TLS exchange on the same thread, and loaded on the next call; a bundle
+            # that is really unreadable fails both times.
+            return ssl.create_default_context(cafile=cafile, capath=capath)
     except FileNotFoundError:
         raise ConfigurationError(f"{what} does not exist") from None
     except (ssl.SSLError, OSError) as exc:
