@@ -8,7 +8,10 @@ flight and no backoff wasted requests and moved less than with one in flight
 (bench/results/shared_gateway.md, ``bench/shared_gateway.py``).
 
 So the engine watches each refill for queueing and, while it sees it, allows one request in
-flight; when refills come back at the unloaded level again it allows one more at a time.
+flight; when refills come back at the unloaded level again it allows one more at a time. A
+raise that queues again before it has held doubles the calm refills the next one waits for:
+a server that runs one inference at a time (openpi's) is always calm at one request and
+always queued at two, and probing it every four refills had kept its plans older.
 Two signals, whichever says more:
 
 - the gateway's own account: ``perf.queue_ms``, or ``perf.ttfa_ms - perf.inference_ms``;
@@ -41,8 +44,10 @@ from .outcome import RunOutcome
 QUEUE_WINDOW = 3
 #: Queueing above this fraction of the unloaded refill time counts (and two periods).
 QUEUE_FRACTION = 0.25
-#: Consecutive unqueued refills before one more request may be in flight again.
+#: Consecutive unqueued refills before one more request may be in flight again ...
 RECOVER_AFTER = 4
+#: ... doubled, up to this, each time a raise queued again before it held that long.
+MAX_RECOVER_AFTER = 64
 BUSY_REASONS = frozenset({"gpu_busy", "queue_timeout"})
 
 
@@ -91,6 +96,8 @@ class LoadMonitor:
         self._floor_overhead = math.inf  # lowest latency minus model time seen
         self._unloaded = math.inf  # lowest median of QUEUE_WINDOW refills (model time incl.)
         self._calm = 0
+        self._recover_after = RECOVER_AFTER
+        self._since_raise: int | None = None  # refills since the limit was last raised
 
     @property
     def unloaded_s(self) -> float:
@@ -135,15 +142,25 @@ class LoadMonitor:
 
     def _back_off(self) -> None:
         self._calm = 0
+        if self._since_raise is not None:  # the last raise did not hold: probe less often
+            self._recover_after = min(2 * self._recover_after, MAX_RECOVER_AFTER)
+            self._since_raise = None
         if self.enabled and self.limit > 1:
             self.limit = 1
             self.backoffs += 1
 
     def _recover(self) -> None:
         self._calm += 1
-        if self._calm >= RECOVER_AFTER and self.limit < self.max_in_flight:
+        if self._since_raise is not None:
+            self._since_raise += 1
+            if self._since_raise >= RECOVER_AFTER:  # it held
+                self._since_raise = None
+                if self.limit == self.max_in_flight:
+                    self._recover_after = RECOVER_AFTER
+        if self._calm >= self._recover_after and self.limit < self.max_in_flight:
             self.limit += 1
             self._calm = 0
+            self._since_raise = 0
 
     def report(self, outcome: RunOutcome) -> RunOutcome:
         """``outcome`` with the fields this monitor fills."""

@@ -128,6 +128,19 @@ def test_on_a_saturated_gateway_the_default_moves_as_much_as_one_in_flight(
         assert default >= eager - 0.005
 
 
+def test_a_server_that_serves_one_request_at_a_time_is_probed_less_and_less() -> None:
+    """openpi's server runs one inference at a time: calm at one request, queued at two.
+    Probing every four refills had it at the limit of one for 67 % of the time (17 backoffs
+    in 120 s, fixed probing); each raise that does not hold doubles the wait."""
+    gateway = ClockGateway(Clock(), workers=1)
+    one = robot(gateway, 30.0, 15, "joint_velocity")  # 0.50 s chunks: would want 2
+    with one.engine:
+        run_for(gateway, [one], 120.0)
+    settled = one.limits[int(10 * 30.0) :]
+    assert sum(limit == 1 for limit in settled) >= 0.9 * len(settled)
+    assert 1 <= one.outcome().backoffs <= 6
+
+
 def test_load_signals() -> None:
     assert server_queue_s({"queue_ms": 250}) == 0.25
     assert server_queue_s({"ttfa_ms": 900, "inference_ms": 800}) == pytest.approx(0.1)
