@@ -207,57 +207,51 @@ def test_mid_run_warming_stops_the_run(sim: GatewaySimulator, policy: Policy) ->
     assert 0 < outcome.actions < 500
 
 
-def test_a_second_thread_driving_the_same_policy_is_refused_at_once(policy: Policy) -> None:
-    robot = Robot()
-    inside = threading.Event()
-    release = threading.Event()
+def refused_while_running(
+    policy: Policy, robot: Robot, second: Callable[[], object]
+) -> tuple[RunOutcome, list[SequencesError]]:
+    """Run ``policy.run`` and, while it is inside ``act``, ``second()`` on another thread;
+    (the run's outcome, the ``SequencesError`` the second driver got, if any)."""
+    inside, release = threading.Event(), threading.Event()
+    refused: list[SequencesError] = []
 
     def act(action: FloatArray) -> None:
         inside.set()
         release.wait(10)
 
-    errors: list[BaseException] = []
-
-    def second() -> None:
+    def on_another_thread() -> None:
         inside.wait(10)
         try:
-            policy.run(robot.observe, robot.act, max_actions=5, validate=lambda a: True)
+            second()
         except SequencesError as exc:
-            errors.append(exc)
+            refused.append(exc)
         finally:
             release.set()
 
-    other = threading.Thread(target=second)
+    other = threading.Thread(target=on_another_thread)
     other.start()
     outcome = policy.run(robot.observe, act, max_actions=3, validate=lambda a: True)
     other.join(10)
-    assert len(errors) == 1 and "another thread" in str(errors[0])
+    return outcome, refused
+
+
+def test_a_second_thread_driving_the_same_policy_is_refused_at_once(policy: Policy) -> None:
+    robot = Robot()
+    outcome, refused = refused_while_running(
+        policy,
+        robot,
+        lambda: policy.run(robot.observe, robot.act, max_actions=5, validate=lambda a: True),
+    )
+    assert len(refused) == 1 and "another thread" in str(refused[0])
     assert outcome.reason == "completed" and robot.acted == []
 
 
 def test_a_public_engine_and_a_run_on_one_policy_refuse_each_other(policy: Policy) -> None:
     """One buffer, two loops: the 0.1.0 client let both play and report success."""
     robot = Robot()
-    inside, release = threading.Event(), threading.Event()
-    refused: list[BaseException] = []
-
-    def act(action: FloatArray) -> None:
-        inside.set()
-        release.wait(10)
-
-    def engine_on_another_thread() -> None:
-        inside.wait(10)
-        try:
-            PlaybackEngine(policy, EngineConfig())
-        except SequencesError as exc:
-            refused.append(exc)
-        finally:
-            release.set()
-
-    other = threading.Thread(target=engine_on_another_thread)
-    other.start()
-    outcome = policy.run(robot.observe, act, max_actions=3, validate=lambda a: True)
-    other.join(10)
+    outcome, refused = refused_while_running(
+        policy, robot, lambda: PlaybackEngine(policy, EngineConfig())
+    )
     assert outcome.reason == "completed"
     assert len(refused) == 1 and "already driven" in str(refused[0])
 
