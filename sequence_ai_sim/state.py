@@ -4,8 +4,8 @@
 changes while the simulator serves, behind one lock; the request handler and the
 ``GatewaySimulator`` facade touch it only through its public methods, each of which takes
 the lock for its whole read-modify-write (``test/test_sim_concurrency.py`` hammers them from
-many threads). Model slots are a semaphore of their own: a request waits on it for seconds,
-and nothing else may wait while holding the lock.
+many threads). Model slots are a queue of their own (``slots``): a request waits in it for
+seconds, and nothing else may wait while holding the lock.
 
 Latency model: each act request holds one of ``workers`` model slots (requests beyond that
 queue) for ``latency_s * exp(jitter * Z)``, Z standard normal, i.e. lognormal with median
@@ -30,6 +30,7 @@ import numpy as np
 
 from .catalogue import SimModel
 from .faults import Fault
+from .slots import FifoSlots
 
 #: How often a request queued for a model slot checks whether the simulator is stopping.
 POLL_S = 0.05
@@ -63,7 +64,7 @@ class SimState:
     def __init__(self, settings: SimSettings, *, latency_s: float, jitter: float, seed: int):
         self.settings = settings
         self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(settings.workers)
+        self._slots = FifoSlots(settings.workers)
         self._stopping = threading.Event()
         self._latency = (latency_s, jitter)
         self._rng = np.random.default_rng(seed)
@@ -75,8 +76,6 @@ class SimState:
         self._status_counts: dict[int, int] = {}
         self._in_flight = 0
         self._max_in_flight = 0
-        self._queued = 0
-        self._max_queued = 0
         self._ready_at = 0.0
         self._responses = 0
         # Keyed by arrival serial, not by position, so clear_received() between a request's
@@ -216,7 +215,7 @@ class SimState:
         """Hold a model slot for one sampled latency. Returns (inference_s, queue_s), or None
         if the simulator stopped meanwhile."""
         queued_at = time.monotonic()
-        if not self._slots.acquire(blocking=False) and not self._queue_for_slot():
+        if not self._slots.take(self._stopping, POLL_S):
             return None
         queue_s = time.monotonic() - queued_at
         try:
@@ -230,21 +229,7 @@ class SimState:
         finally:
             with self._lock:
                 self._in_flight -= 1
-            self._slots.release()
-
-    def _queue_for_slot(self) -> bool:
-        """Wait for a free model slot; False if the simulator stopped meanwhile."""
-        with self._lock:
-            self._queued += 1
-            self._max_queued = max(self._max_queued, self._queued)
-        try:
-            while not self._slots.acquire(timeout=POLL_S):
-                if self._stopping.is_set():
-                    return False
-            return True
-        finally:
-            with self._lock:
-                self._queued -= 1
+            self._slots.give_back()
 
     # ----------------------------------------------------------------- reading
     def stats(self) -> dict[str, Any]:
@@ -260,7 +245,7 @@ class SimState:
                 "credit_remaining": self._credit_remaining(),
                 "in_flight": self._in_flight,
                 "max_in_flight": self._max_in_flight,
-                "max_queued": self._max_queued,
+                "max_queued": self._slots.max_waiting,
                 "faults_pending": len(self._faults),
                 "status_counts": {str(k): v for k, v in sorted(self._status_counts.items())},
                 "warming_remaining_s": round(max(0.0, self._ready_at - time.monotonic()), 3),
