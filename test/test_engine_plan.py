@@ -150,7 +150,7 @@ STAGGERED = EngineConfig(expected_covers_s=0.2, freshness="fresh")
 
 @pytest.mark.parametrize(
     ("model", "expect_index"),
-    [("cosmos3-edge-policy-droid", 7), ("lingbot-va-5b", 9)],
+    [("cosmos3-edge-policy-droid", 7), ("lingbot-va-5b", 7)],
 )
 def test_steps_that_passed_in_flight_are_skipped_for_velocity_and_absolute(
     sim: GatewaySimulator, model: str, expect_index: int
@@ -158,9 +158,10 @@ def test_steps_that_passed_in_flight_are_skipped_for_velocity_and_absolute(
     with engine_on(sim, model, STAGGERED) as (engine, chunks):
         pipelined_pair(sim, engine, slow_s=0.3)
         assert engine.wait_idle(HANG_GUARD_S)
-        # arrives at t=1.0 and moves the lag (0.4 s) one period toward its target: down for
-        # the 2.13 s chunk (due since 0.2 + 0.333: 7 steps at 15 Hz skipped), up for the
-        # 0.64 s one (due since 0.2 + 0.44: 9 steps at 25 Hz skipped)
+        # arrives at t=1.0 and moves the lag (0.4 s) toward its target: one period down for
+        # the 2.13 s chunk (due since 0.2 + 0.333: 7 steps at 15 Hz skipped), a sixth of the
+        # way up for the 0.64 s one, whose target the two refills' 0.4 s spread widens
+        # (three periods: due since 0.2 + 0.52, 7 steps at 25 Hz skipped)
         late = tick(engine, 1.0)
         assert (late.new_chunk, late.step_index, late.chunk_seq) == (True, expect_index, 2)
         assert late.action is not None
