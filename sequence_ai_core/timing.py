@@ -4,11 +4,13 @@ The expected refill time is the 99th percentile of the last 50 measured refills 
 its distance from the median (latency is right-skewed: with a lognormal p99 of 2x the
 median, a p95 lead stalled 3-5 % of chunk boundaries; this one stays under 1 %).
 Until five refills were measured it is the slowest one plus their range beyond a period
-(``FEW_MARGIN``). Few samples say little about the tail, so the first boundaries of a run
-stall most: in 18 s runs at p99 = 2x the median the first stalled about half the time
-(nothing distinguishes one refill of a jittery gateway from a fixed one, and a spread
-margin there would move the lag at a fixed latency), the first ten 16-22 % of the time,
-the rest 0.6 %; that is most of a short run's stalls (``test_engine_jitter``).
+(``FEW_MARGIN``). Few samples say little about the tail, so a run's first boundaries stall
+most: on the fake clock, in 18 s runs at p99 = 2x the median, the first one 46 % of the
+time, the second 29 %, the third to fifth 6-10 %, the sixth to fourteenth 2-5 %, later
+ones 0.7 % (5.1 % of all boundaries in runs that short). The first refill shows no
+spread, at a fixed latency or not: a lead from a guessed one (half the first refill) cut
+the first boundary's stalls to 22-29 % but moved requests at a fixed latency (in ``fresh``
+it underran there), so it is not taken (``test_engine_jitter``).
 
 The lag, derived here once (``plan`` anchors chunks with it, ``engine`` asks for it). A chunk
 observed at ``t_o`` arrives at ``t_o + L`` (the round trip) and is playable until
@@ -51,13 +53,13 @@ MIN_LATENCY_SAMPLES = 5
 #: beyond a period (a fixed latency, measured in whole ticks, spreads by at most a period,
 #: so there nothing changes). The slowest alone is low: a new refill exceeds the slowest of
 #: k before it 1 time in k+1. On the fake clock (lognormal refill, p99 = 2x the median,
-#: 18 s runs, 100 seeds x 4 models) refills started with 1-4 samples stalled their boundary
-#: 43 / 29 / 23 / 16 % of the time, most of all stalls in runs that short (7.3 %; 6.0 % at
-#: p99 = 1.4x); with 1.0: 5.5 % and 4.4 %, for 1.21 and 1.10 requests per chunk of motion
-#: against 1.19 and 1.09, and 0.02-0.03 s more median staleness. More costs more than it
-#: saves: 2.0 gave 5.1 % for 1.24 requests per chunk, and on a shared gateway the extra early
-#: requests queue behind each other (8 robots on 8 slots moved less than with one request
-#: in flight each).
+#: 18 s runs, 200 seeds x 4 models), refills started with 2 / 3 / 4 samples stalled their
+#: boundary 29 / 23 / 16 % of the time with the slowest alone, 17 / 9 / 3.5 % with this
+#: (100 seeds); all boundaries 6.8 -> 5.1 % (5.8 -> 4.1 % at p99 = 1.4x), for 1.22 and 1.10 requests
+#: per chunk of motion against 1.20 and 1.09, and 0.02-0.03 s more median staleness.
+#: More costs more than it saves: 2.0 stalled 5.1 % of boundaries (100 seeds) for 1.24
+#: requests per chunk, and on a shared gateway the extra early requests queue (8 robots on
+#: 8 slots then moved less than with one request in flight each).
 FEW_MARGIN = 1.0
 #: Startup refills (before anything was measured) start this many chunk lengths apart,
 #: at most this many at once: two carry a 0.50 s chunk over a 0.79 s refill; a third only
