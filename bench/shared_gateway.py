@@ -19,7 +19,10 @@ plan is lifted past the run's length (the 0.1.0 client has none). A robot whose 
 named under the table, never averaged in. Duty = time a command covered
 (a period each, from the times ``act`` was called: the same measure for both clients) / the
 run's wall time, the wait for the first chunk included. Wasted = requests whose chunk never
-played a step.
+played a step. Plan age = the median age of the observation behind each step played. The
+simulator serves queued requests first come, first served (``sequence_ai_sim.slots``), as a
+gateway's queue does; once every slot is busy, more requests in flight cannot move the arms
+more, only make every plan older.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class Fleet:
     backoffs: int = 0
     motion_s: float = 0.0
     latency_p95: list[float] = field(default_factory=list)
+    staleness_p50: list[float] = field(default_factory=list)
     max_queued: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -79,7 +83,7 @@ def serve(conn: Connection, workers: int, seed: int) -> None:
         conn.send(sim.stats())
 
 
-Result = tuple[float, int, int, int, float, float]
+Result = tuple[float, int, int, int, float, float, float]
 
 
 def duty_of(stamps: list[float], seconds: float) -> float:
@@ -106,7 +110,7 @@ class TimedArm(SimulatedArm):
 
 
 def ours(setting: str, url: str, seconds: float) -> Result:
-    """(duty, requests, wasted, backoffs, motion s, refill p95) of one robot on this client."""
+    """(duty, requests, wasted, backoffs, motion s, refill p95, plan age p50) of one robot."""
     arm = TimedArm()
     deadline = time.monotonic() + seconds
 
@@ -145,6 +149,7 @@ def ours(setting: str, url: str, seconds: float) -> Result:
         outcome.backoffs,
         motion,
         outcome.latency_p95_s,
+        outcome.staleness_p50_s,
     )
 
 
@@ -184,6 +189,7 @@ def released(url: str, seconds: float) -> Result:
         0,
         out.actions / MODEL.control_hz,
         float("nan"),
+        float("nan"),
     )
 
 
@@ -220,7 +226,7 @@ def one_fleet(
             with lock:
                 fleet.errors.append(repr(exc))
             return
-        duty, requests, wasted, backoffs, motion, p95 = result
+        duty, requests, wasted, backoffs, motion, p95, age = result
         with lock:
             fleet.duty.append(duty)
             fleet.requests += requests
@@ -228,6 +234,7 @@ def one_fleet(
             fleet.backoffs += backoffs
             fleet.motion_s += motion
             fleet.latency_p95.append(p95)
+            fleet.staleness_p50.append(age)
 
     time.sleep(max(0.0, start_at - time.time()))  # every setting starts together
     threads = [threading.Thread(target=robot) for _ in range(robots)]
@@ -263,16 +270,29 @@ def pct(value: float) -> str:
     return "-" if not np.isfinite(value) else f"{value:.0%}"
 
 
+def difference(ours: list[float], theirs: list[float]) -> str:
+    """Mean duty difference in percentage points, with two standard errors of it over the
+    robots: robots on one gateway differ by tens of points (who queued first), so a point
+    or two between two settings' means is within what the same client scores twice."""
+    if len(ours) < 2 or len(theirs) < 2:
+        return "-"
+    a, b = np.asarray(ours), np.asarray(theirs)
+    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    return f"{100 * (a.mean() - b.mean()):+.1f} ({200 * se:.1f})"
+
+
 def render(cells: dict[tuple[int, int], dict[str, Fleet]], seconds: float) -> str:
     duty_rows, load_rows = [], []
     for (robots, workers), fleets in cells.items():
         d = {k: float(np.nanmean(f.duty)) if f.duty else math.nan for k, f in fleets.items()}
         default = fleets["default"]
+        best = max(("single", "v010"), key=lambda k: d[k])
         duty_rows.append(
             [f"{robots} / {workers}"]
             + [pct(d[k]) for k in SETTINGS]
             + [
-                ratio(d["default"], max(d["single"], d["v010"])),
+                ratio(d["default"], d[best]),
+                difference(default.duty, fleets[best].duty),
                 pct(default.wasted / max(1, default.requests)),
                 pct(fleets["fresh"].wasted / max(1, fleets["fresh"].requests)),
                 default.backoffs,
@@ -290,18 +310,25 @@ def render(cells: dict[tuple[int, int], dict[str, Fleet]], seconds: float) -> st
                 f"{max(fleets[k].latency_p95, default=math.nan):.2f}"
                 for k in ("default", "round_trip", "fresh")
             ]
+            + [
+                f"{float(np.nanmedian(fleets[k].staleness_p50)):.2f}"
+                if fleets[k].staleness_p50 else "-"
+                for k in ("default", "single", "round_trip", "fresh")
+            ]
         )
     names = list(SETTINGS.values())
     duty_table = table(
         ["robots / slots", *[f"{n} duty" for n in names],
-         "default vs best of max_in_flight=1 / 0.1.0", "default wasted", "fresh wasted",
+         "default vs best of max_in_flight=1 / 0.1.0", "difference, points (2 SE)",
+         "default wasted", "fresh wasted",
          "default backoffs"],
         duty_rows,
     )  # fmt: skip
     load_table = table(
         ["robots / slots", *[f"{n} req/s" for n in names],
          "default req per chunk", "fresh req per chunk", *[f"{n} max queued" for n in names],
-         "default p95 s", "round_trip p95 s", "fresh p95 s"],
+         "default p95 s", "round_trip p95 s", "fresh p95 s",
+         *[f"{SETTINGS[k]} plan age p50 s" for k in ("default", "single", "round_trip", "fresh")]],
         load_rows,
     )  # fmt: skip
     errors = [f"{cell}: {f.setting}: {e}" for cell, fs in cells.items()

@@ -331,12 +331,12 @@ class PlaybackEngine:
     def _steady(self, now: float) -> Tick:
         """The common tick: the chunk playing, by time index (its size and finiteness were
         checked when it arrived, and its rows are read-only)."""
-        step = self._plan.continue_at(now)
-        planned = step.planned
+        planned, index, raw, action, late = self._plan.continue_at(now)
         staleness = now - planned.observed_at
-        self._stats.skipped_late += step.skipped_late
-        self._handed = Handed(now, step.raw, staleness, planned.period_s, False, True)
-        return Tick(step.action, "action", planned.seq, step.index, False, staleness)
+        if late:
+            self._stats.skipped_late += late
+        self._handed = Handed(now, raw, staleness, planned.period_s, False, True)
+        return Tick(action, "action", planned.seq, index, False, staleness)
 
     def _record(self, now: float, step: PlannedStep) -> Tick:
         planned = step.planned

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from .types import FloatArray, Model
 
@@ -103,9 +103,11 @@ class RunConfig(EngineConfig):
         return replace(self, **given) if given else self
 
 
-@dataclass(frozen=True)
-class Tick:
-    """What to do this tick. ``action`` is finite and of the run's size, or None."""
+class Tick(NamedTuple):
+    """What to do this tick. ``action`` is finite and of the run's size, or None.
+
+    A tuple, like ``stats.Handed``: one is made every tick, and right after a control loop's
+    sleep (cold caches) building a frozen dataclass took 14 µs against 8 for the tuple."""
 
     action: FloatArray | None
     kind: TickKind

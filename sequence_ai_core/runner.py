@@ -185,17 +185,21 @@ def drive(
                 raise SequencesError("the policy handle was closed during run()")
             now = clock()
             tick = player.tick(now, observe)
-            if tick.action is not None:
-                if not episode.offer(refusal(validate, tick.action)):
+            action = tick.action
+            if action is not None:
+                verdict = refusal(validate, action)
+                if verdict is not None:
+                    episode.offer(verdict)  # refused: the episode ends, nothing is sent
                     return episode.outcome
-                act(tick.action)
+                act(action)
                 if episode.commit():
                     break
-            else:
-                ended = episode.empty_tick(tick.kind, clock())
-                if ended is not None:
-                    episode.stop(error=ended)
-                    return episode.outcome
+                pacer.wait(now, player.period_s or period_hint_s)
+                continue
+            ended = episode.empty_tick(tick.kind, clock())
+            if ended is not None:
+                episode.stop(error=ended)
+                return episode.outcome
             _pace(player, pacer, tick, now, period_hint_s, clock, sleep)
     except SequencesError as exc:
         episode.stop(error=exc)

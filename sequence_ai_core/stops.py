@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,9 +31,21 @@ def refusal(validate: Callable[[FloatArray], Any] | None, action: FloatArray) ->
     )
 
 
+#: Sleeps up to this long are plain ``time.sleep``: the loop checks the event before each
+#: tick, so a close is seen within this. ``Event.wait`` takes a lock and a condition on
+#: every call, which right after a sleep cost about as much as the whole steady tick.
+PLAIN_SLEEP_S = 0.05
+
+
 def interruptible(event: threading.Event) -> Callable[[float], None]:
+    """A sleep that a set ``event`` cuts short (past ``PLAIN_SLEEP_S``; the caller checks
+    the event between sleeps)."""
+
     def sleep(seconds: float) -> None:
-        event.wait(seconds)
+        if seconds <= PLAIN_SLEEP_S:
+            time.sleep(seconds)
+        else:
+            event.wait(seconds)
 
     return sleep
 
