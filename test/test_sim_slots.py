@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 from conftest import TEST_KEY
@@ -70,24 +72,33 @@ def test_a_waiter_leaves_the_queue_on_stop_and_holds_no_slot() -> None:
 
 
 def test_the_simulator_answers_queued_requests_in_the_order_they_came() -> None:
-    with GatewaySimulator(api_key=TEST_KEY, latency_s=0.5, workers=1) as sim:
+    with GatewaySimulator(api_key=TEST_KEY, latency_s=1.5, workers=1) as sim:
         finished: list[int] = []
         lock = threading.Lock()
 
         def send(name: int) -> None:
-            with httpx.Client(base_url=sim.url, timeout=30.0) as http:
+            with httpx.Client(base_url=sim.url, timeout=60.0) as http:
                 headers = {"Authorization": f"Bearer {TEST_KEY}"}
                 response = http.post("/v1/act", json=act_request(), headers=headers)
             assert response.status_code == 200
             with lock:
                 finished.append(name)
 
+        def until(arrived: Callable[[dict[str, Any]], bool]) -> None:
+            deadline = time.monotonic() + 10
+            while not arrived(sim.stats()):
+                assert time.monotonic() < deadline, sim.stats()
+                time.sleep(0.005)
+
         threads = []
         for name in range(5):
             threads.append(threading.Thread(target=send, args=(name,)))
             threads[-1].start()
-            time.sleep(0.03)  # each arrives while the one slot is busy
+            # the next one starts only once this one holds the slot or waits for it
+            if name == 0:
+                until(lambda stats: stats["in_flight"] == 1)
+            else:
+                until(lambda stats, queued=name: stats["max_queued"] == queued)
         for thread in threads:
-            thread.join(30)
+            thread.join(60)
         assert finished == list(range(5))
-        assert sim.stats()["max_queued"] == 4
