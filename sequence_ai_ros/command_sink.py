@@ -17,7 +17,7 @@ from sequence_ai_core.types import ActionChunk, FloatArray
 
 from . import conversions as conv
 from . import trajectories as traj
-from .outputs import OutputType
+from .outputs import Envelope, OutputType
 from .params import NodeConfig
 
 
@@ -85,25 +85,15 @@ class CommandSink:
         stamp = conv.stamp(self._types, self._now_ns())
         gripper = self._publishers.gripper
         arm = output.arm_message(
-            self._types,
+            Envelope(self._types, config.joint_names, period_s, stamp),
             command,
-            names=config.joint_names,
             with_gripper=gripper is None,
-            period_s=period_s,
             velocities=config.trajectory_velocities,
-            stamp=stamp,
         )
         self._publishers.action.publish(arm)
         if gripper is not None and len(command.gripper):
-            gripper.publish(
-                output.gripper_message(
-                    self._types,
-                    command.gripper,
-                    names=self.gripper_names,
-                    period_s=period_s,
-                    stamp=stamp,
-                )
-            )
+            to_gripper = Envelope(self._types, self.gripper_names, period_s, stamp)
+            gripper.publish(output.gripper_message(to_gripper, command.gripper))
         return None
 
     def send_hold(self, command: conv.Command, period_s: float, action_space: str) -> str | None:

@@ -28,18 +28,8 @@ JOINTS = [f"joint_{i + 1}" for i in range(7)]
 
 @pytest.fixture(scope="module")
 def types() -> conv.MessageTypes:
-    modules = messages.build_modules()  # one build: sub-messages must be of the same one
-    std, trajectory = modules["std_msgs.msg"], modules["trajectory_msgs.msg"]
-    builtin = modules["builtin_interfaces.msg"]
-    return conv.MessageTypes(
-        std.Float64MultiArray,
-        std.MultiArrayDimension,
-        trajectory.JointTrajectory,
-        trajectory.JointTrajectoryPoint,
-        modules["sensor_msgs.msg"].JointState,
-        builtin.Duration,
-        builtin.Time,
-    )
+    types: conv.MessageTypes = messages.message_types()
+    return types
 
 
 class Topic:
@@ -126,8 +116,8 @@ class PositionArrayOutput(Float64MultiArrayOutput):
     name = "position_array"
     needs_positions = True
 
-    def arm_message(self, types: Any, command: conv.Command, **_: Any) -> Any:
-        return conv.float64_multi_array(types, command.positions, "positions")
+    def arm_message(self, envelope: Any, command: conv.Command, **_: Any) -> Any:
+        return conv.float64_multi_array(envelope.types, command.positions, "positions")
 
     def takes_controller(self, controller: str) -> bool:
         return False
@@ -146,10 +136,7 @@ spec = next(s for s in params.PARAMETERS if s.name == "output_type")
 assert "position_array" in spec.constraints.split("|"), spec.constraints
 values = {s.name: s.default for s in params.PARAMETERS}
 config = params.parse({**values, "output_type": "position_array"})
-m = messages.build_modules()
-std, traj, b = m["std_msgs.msg"], m["trajectory_msgs.msg"], m["builtin_interfaces.msg"]
-types = conv.MessageTypes(std.Float64MultiArray, std.MultiArrayDimension, traj.JointTrajectory,
-    traj.JointTrajectoryPoint, m["sensor_msgs.msg"].JointState, b.Duration, b.Time)
+types = messages.message_types()
 
 class Topic(list):
     publish = list.append

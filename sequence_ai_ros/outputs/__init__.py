@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 from collections.abc import Mapping
 
-from .base import OutputType
+from .base import Envelope, OutputType
 from .float64_multi_array import Float64MultiArrayOutput
 
 
@@ -46,4 +46,4 @@ def get(name: str) -> OutputType:
         raise KeyError(f"unknown output type {name!r}; known: {', '.join(OUTPUT_TYPES)}") from None
 
 
-__all__ = ["DEFAULT", "OUTPUT_TYPES", "OutputType", "get", "names"]
+__all__ = ["DEFAULT", "OUTPUT_TYPES", "Envelope", "OutputType", "get", "names"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sequence_ai_core.types import FloatArray
@@ -14,6 +15,17 @@ from ..conversions import Command, ControllerCommand, MessageTypes
 
 #: A trajectory point: (positions, velocities, time_from_start_s); a missing part stays empty.
 Point = tuple[FloatArray | None, FloatArray | None, float]
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """What a command's message is built with besides its values: the message classes, the
+    joints it names, how long its point lasts and its header stamp."""
+
+    types: MessageTypes
+    names: Sequence[str]
+    period_s: float
+    stamp: Any
 
 
 class OutputType(ABC):
@@ -37,30 +49,14 @@ class OutputType(ABC):
 
     @abstractmethod
     def arm_message(
-        self,
-        types: MessageTypes,
-        command: Command,
-        *,
-        names: Sequence[str],
-        with_gripper: bool,
-        period_s: float,
-        velocities: bool,
-        stamp: Any,
+        self, envelope: Envelope, command: Command, *, with_gripper: bool, velocities: bool
     ) -> Any:
         """The arm's message for one command (``command.positions`` is set when
         ``needs_positions``); ``with_gripper``: the gripper has no topic of its own;
         ``velocities``: send joint velocities where the message can carry them."""
 
     @abstractmethod
-    def gripper_message(
-        self,
-        types: MessageTypes,
-        values: FloatArray,
-        *,
-        names: Sequence[str],
-        period_s: float,
-        stamp: Any,
-    ) -> Any:
+    def gripper_message(self, envelope: Envelope, values: FloatArray) -> Any:
         """The gripper topic's message: gripper positions."""
 
     @abstractmethod

@@ -4,7 +4,6 @@ as a velocity."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -12,7 +11,7 @@ import numpy as np
 from sequence_ai_core.types import FloatArray
 
 from .. import conversions as conv
-from .base import OutputType
+from .base import Envelope, OutputType
 
 
 class Float64MultiArrayOutput(OutputType):
@@ -24,29 +23,13 @@ class Float64MultiArrayOutput(OutputType):
         return types.Float64MultiArray
 
     def arm_message(
-        self,
-        types: conv.MessageTypes,
-        command: conv.Command,
-        *,
-        names: Sequence[str],
-        with_gripper: bool,
-        period_s: float,
-        velocities: bool,
-        stamp: Any,
+        self, envelope: Envelope, command: conv.Command, *, with_gripper: bool, velocities: bool
     ) -> Any:
         values = np.concatenate([command.arm, command.gripper]) if with_gripper else command.arm
-        return conv.float64_multi_array(types, values, "action")
+        return conv.float64_multi_array(envelope.types, values, "action")
 
-    def gripper_message(
-        self,
-        types: conv.MessageTypes,
-        values: FloatArray,
-        *,
-        names: Sequence[str],
-        period_s: float,
-        stamp: Any,
-    ) -> Any:
-        return conv.float64_multi_array(types, values, "gripper")
+    def gripper_message(self, envelope: Envelope, values: FloatArray) -> Any:
+        return conv.float64_multi_array(envelope.types, values, "gripper")
 
     def decode(self, msg: Any, *, velocity: bool) -> list[float]:
         return [float(v) for v in msg.data]

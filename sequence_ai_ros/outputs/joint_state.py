@@ -3,13 +3,12 @@ velocities, for drivers that take a joint state as their command."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from sequence_ai_core.types import FloatArray
 
 from .. import conversions as conv
-from .base import OutputType
+from .base import Envelope, OutputType
 
 
 class JointStateOutput(OutputType):
@@ -21,28 +20,14 @@ class JointStateOutput(OutputType):
         return types.JointState
 
     def arm_message(
-        self,
-        types: conv.MessageTypes,
-        command: conv.Command,
-        *,
-        names: Sequence[str],
-        with_gripper: bool,
-        period_s: float,
-        velocities: bool,
-        stamp: Any,
+        self, envelope: Envelope, command: conv.Command, *, with_gripper: bool, velocities: bool
     ) -> Any:
-        return conv.joint_state(types, names, command.positions, command.velocities, stamp)
+        return conv.joint_state(
+            envelope.types, envelope.names, command.positions, command.velocities, envelope.stamp
+        )
 
-    def gripper_message(
-        self,
-        types: conv.MessageTypes,
-        values: FloatArray,
-        *,
-        names: Sequence[str],
-        period_s: float,
-        stamp: Any,
-    ) -> Any:
-        return conv.joint_state(types, names, values, None, stamp)
+    def gripper_message(self, envelope: Envelope, values: FloatArray) -> Any:
+        return conv.joint_state(envelope.types, envelope.names, values, None, envelope.stamp)
 
     def decode(self, msg: Any, *, velocity: bool) -> list[float]:
         values = msg.velocity if velocity and len(msg.velocity) else msg.position

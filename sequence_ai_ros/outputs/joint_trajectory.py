@@ -13,7 +13,7 @@ import numpy as np
 from sequence_ai_core.types import FloatArray
 
 from .. import conversions as conv
-from .base import OutputType, Point
+from .base import Envelope, OutputType, Point
 
 
 class JointTrajectoryOutput(OutputType):
@@ -26,33 +26,17 @@ class JointTrajectoryOutput(OutputType):
         return types.JointTrajectory
 
     def arm_message(
-        self,
-        types: conv.MessageTypes,
-        command: conv.Command,
-        *,
-        names: Sequence[str],
-        with_gripper: bool,
-        period_s: float,
-        velocities: bool,
-        stamp: Any,
+        self, envelope: Envelope, command: conv.Command, *, with_gripper: bool, velocities: bool
     ) -> Any:
         # Non-zero velocities only where the controller takes them at the last point
         # (params.py): Jazzy's default rejects a trajectory that ends moving.
         speeds = command.velocities
         if speeds is not None and np.any(speeds != 0.0) and not velocities:
             speeds = None
-        return conv.joint_trajectory(types, names, [(command.positions, speeds, period_s)], stamp)
+        return _one_point(envelope, command.positions, speeds)
 
-    def gripper_message(
-        self,
-        types: conv.MessageTypes,
-        values: FloatArray,
-        *,
-        names: Sequence[str],
-        period_s: float,
-        stamp: Any,
-    ) -> Any:
-        return conv.joint_trajectory(types, names, [(values, None, period_s)], stamp)
+    def gripper_message(self, envelope: Envelope, values: FloatArray) -> Any:
+        return _one_point(envelope, values, None)
 
     def trajectory_message(
         self, types: conv.MessageTypes, names: Sequence[str], points: Sequence[Point], stamp: Any
@@ -71,6 +55,11 @@ class JointTrajectoryOutput(OutputType):
 
     def controller_command(self, msg: Any) -> conv.ControllerCommand:
         return conv.controller_trajectory(msg)
+
+
+def _one_point(envelope: Envelope, positions: Any, velocities: Any) -> Any:
+    point = (positions, velocities, envelope.period_s)
+    return conv.joint_trajectory(envelope.types, envelope.names, [point], envelope.stamp)
 
 
 OUTPUT = JointTrajectoryOutput()
