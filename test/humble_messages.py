@@ -160,3 +160,22 @@ def build_modules() -> dict[str, types.ModuleType]:
         srv.Response = _CLASSES[f"{service}_Response"]  # type: ignore[attr-defined]
         setattr(modules[f"{package}.{kind}"], short, srv)
     return modules
+
+
+def message_types() -> Any:
+    """The node's ``conversions.MessageTypes`` from one build (sub-messages must be of the
+    same build as the messages holding them)."""
+    from sequence_ai_ros import conversions as conv
+
+    modules = build_modules()
+    std, trajectory = modules["std_msgs.msg"], modules["trajectory_msgs.msg"]
+    builtin = modules["builtin_interfaces.msg"]
+    return conv.MessageTypes(
+        std.Float64MultiArray,
+        std.MultiArrayDimension,
+        trajectory.JointTrajectory,
+        trajectory.JointTrajectoryPoint,
+        modules["sensor_msgs.msg"].JointState,
+        builtin.Duration,
+        builtin.Time,
+    )

@@ -35,17 +35,8 @@ def raw_params(**changes: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def types() -> conv.MessageTypes:
-    modules = messages.build_modules()
-    std, traj = modules["std_msgs.msg"], modules["trajectory_msgs.msg"]
-    return conv.MessageTypes(
-        std.Float64MultiArray,
-        std.MultiArrayDimension,
-        traj.JointTrajectory,
-        traj.JointTrajectoryPoint,
-        modules["sensor_msgs.msg"].JointState,
-        modules["builtin_interfaces.msg"].Duration,
-        modules["builtin_interfaces.msg"].Time,
-    )
+    types: conv.MessageTypes = messages.message_types()
+    return types
 
 
 # ---------------------------------------------------------------------- params

@@ -27,17 +27,8 @@ DEFAULTS = {"humble": humble_defaults(JOINTS), "jazzy": jazzy_defaults(JOINTS)}
 
 @pytest.fixture(scope="module")
 def types() -> conv.MessageTypes:
-    modules = messages.build_modules()  # one build: sub-messages must be of the same one
-    std, trajectory = modules["std_msgs.msg"], modules["trajectory_msgs.msg"]
-    return conv.MessageTypes(
-        std.Float64MultiArray,
-        std.MultiArrayDimension,
-        trajectory.JointTrajectory,
-        trajectory.JointTrajectoryPoint,
-        modules["sensor_msgs.msg"].JointState,
-        modules["builtin_interfaces.msg"].Duration,
-        modules["builtin_interfaces.msg"].Time,
-    )
+    types: conv.MessageTypes = messages.message_types()
+    return types
 
 
 def _stamp(types: conv.MessageTypes, ns: int) -> Any:
