@@ -107,7 +107,8 @@ class Tick(NamedTuple):
     """What to do this tick. ``action`` is finite and of the run's size, or None.
 
     A tuple, like ``stats.Handed``: one is made every tick, and right after a control loop's
-    sleep (cold caches) building a frozen dataclass took 14 µs against 8 for the tuple."""
+    sleep (cold caches) building a frozen dataclass took 18 µs against 11 for the tuple
+    (bench/results/cold_cache.md)."""
 
     action: FloatArray | None
     kind: TickKind

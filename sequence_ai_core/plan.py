@@ -308,7 +308,7 @@ class ChunkPlan:
         """``take`` for a tick before ``steady_until``: the chunk playing, by time index, as
         (chunk, index, raw, action, skipped late). The common tick, so it does the least:
         one numpy call, no search, no ramp, and a plain tuple (building a ``PlannedStep``
-        right after a control loop's sleep took 10 µs)."""
+        right after a control loop's sleep took 12 µs, bench/results/cold_cache.md)."""
         planned = self._chunks[0]
         index = math.floor((now - planned.anchor) / planned.period_s + DUE_TOLERANCE)
         late = index - planned.last_index - 1
