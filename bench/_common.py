@@ -11,10 +11,8 @@ import contextlib
 import multiprocessing
 import os
 import platform
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -77,21 +75,6 @@ def timed(call: Callable[[], object], repeats: int) -> list[float]:
         call()
         times.append(time.perf_counter() - start)
     return times
-
-
-def self_signed_cert(directory: Path) -> tuple[str, str]:
-    """A throwaway certificate for 127.0.0.1 made with the openssl CLI: (cert path, key path)."""
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        ],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    return str(cert), str(key)
 
 
 def _serve(conn: Any, options: dict[str, Any]) -> None:

@@ -17,12 +17,13 @@ from typing import Any
 
 import httpx
 
-from bench._common import BENCH_KEY, machine_note, mean, ms, quantile, ratio, self_signed_cert
+from bench._common import BENCH_KEY, machine_note, mean, ms, quantile, ratio
 from bench._common import table as markdown_table
 from sequence_ai_core.policy import connect
 from sequence_ai_core.types import Observation, full_model_id
 from sequence_ai_core.wire import encode_act_request
 from sequence_ai_sim import GatewaySimulator, SimulatedArm
+from sequence_ai_sim.certificates import self_signed_cert
 
 MODEL = "pi05-droid"
 #: TCP+TLS setup per new connection, measured against the real gateway.

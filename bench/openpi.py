@@ -1,7 +1,7 @@
 """openpi: three ways to play an openpi policy server's chunks, on the same real server.
 
 openpi's ``WebsocketPolicyServer`` (PyPI openpi-server) serves our trajectory policy
-(``bench/_openpi_peer.py``: 10-step DROID chunks, 8 dims at 15 Hz = 0.67 s, a fixed
+(``sequence_ai_sim/openpi_peer.py``: 10-step DROID chunks, 8 dims at 15 Hz = 0.67 s, a fixed
 inference latency, the reference continued from each observation's time) in a process of
 its own. Against it, for each latency:
 
@@ -35,11 +35,11 @@ import numpy as np
 
 import sequence_ai_core as sai
 from bench._common import machine_note, quantile, ratio, table
-from bench._openpi_peer import free_port, reference
 from sequence_ai_core.frames import RawFrame
 from sequence_ai_core.openpi import BUILTIN
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.runner import drive
+from sequence_ai_sim.openpi_peer import free_port, reference
 
 HZ = 15.0
 PERIOD_S = 1.0 / HZ
@@ -80,7 +80,7 @@ class Log:
 @contextlib.contextmanager
 def peer_process(latency_s: float) -> Iterator[str]:
     port = free_port()
-    command = [sys.executable, "-m", "bench._openpi_peer", "--port", str(port)]
+    command = [sys.executable, "-m", "sequence_ai_sim.openpi_peer", "--port", str(port)]
     command += ["--latency", str(latency_s), "--dim", str(DIM), "--hz", str(HZ)]
     process = subprocess.Popen(
         [*command, "--horizon", str(HORIZON)],

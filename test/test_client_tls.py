@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import ssl
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,29 +16,16 @@ from sequence_ai_core.policy import connect
 from sequence_ai_core.transport import DEFAULT_BASE_URL, resolve_base_url
 from sequence_ai_core.types import Observation, Proprioception
 from sequence_ai_sim import GatewaySimulator
+from sequence_ai_sim.certificates import self_signed_cert
 
 OBS = Observation(Proprioception([0.0] * 7))
 
 
 @pytest.fixture(scope="module")
 def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    openssl = shutil.which("openssl")
-    if openssl is None:
+    if shutil.which("openssl") is None:
         pytest.skip("openssl not installed")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [
-            openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-days", "2", "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-            "-keyout", str(key), "-out", str(cert),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )  # fmt: skip
-    return str(cert), str(key)
+    return self_signed_cert(tmp_path_factory.mktemp("tls"), common_name="localhost")
 
 
 @pytest.fixture

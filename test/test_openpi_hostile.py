@@ -283,7 +283,7 @@ def test_a_key_that_would_inject_a_header_is_refused_without_echoing_it() -> Non
 
 def test_wss_verifies_the_servers_certificate(tmp_path: Path) -> None:
     """A hosted openpi server behind TLS: trusted through verify=<CA>, else TLSError."""
-    from bench._common import self_signed_cert
+    from sequence_ai_sim.certificates import self_signed_cert
 
     cert, key = self_signed_cert(tmp_path)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

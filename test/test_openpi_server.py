@@ -1,5 +1,5 @@
 """The openpi backend against openpi's real ``WebsocketPolicyServer`` (PyPI openpi-server 0.1.0)
-serving a trajectory policy of ours (``bench/_openpi_peer.py``), and openpi-client's own
+serving a trajectory policy of ours (``sequence_ai_sim/openpi_peer.py``), and openpi-client's own
 ``msgpack_numpy`` and ``image_tools`` as the reference for the wire format and the images."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import pytest
 from openpi_client import image_tools, msgpack_numpy
 
 import sequence_ai_core as sai
-from bench._openpi_peer import PeerServer, TrajectoryPolicy, reference
 from sequence_ai_core.frames import RawFrame
 from sequence_ai_core.openpi import BUILTIN, Profile
 from sequence_ai_core.openpi.codec import packb, unpackb
 from sequence_ai_core.openpi.errors import ServerRaised
 from sequence_ai_core.openpi.profiles import resize_with_pad
+from sequence_ai_sim.openpi_peer import PeerServer, TrajectoryPolicy, reference
 
 KEY = "sk-openpi-0123456789abcdef"
 STAMP = ("observation/timestamp",)
@@ -308,7 +308,7 @@ def test_an_oversized_answer_is_refused_and_the_next_one_plays(
 
 
 def test_an_unreachable_server_is_unavailable() -> None:
-    from bench._openpi_peer import free_port
+    from sequence_ai_sim.openpi_peer import free_port
 
     url = f"ws://127.0.0.1:{free_port()}"
     with sai.connect(url, profile="droid") as policy, pytest.raises(sai.Unavailable):

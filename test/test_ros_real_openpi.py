@@ -15,7 +15,7 @@ from realros import Tier, tier, wait_for
 from realros.nodes import HoldServer, PolicyNode, policy_params, sim_arm
 from std_msgs.msg import Float64MultiArray
 
-from bench._openpi_peer import PeerServer, TrajectoryPolicy
+from sequence_ai_sim.openpi_peer import PeerServer, TrajectoryPolicy
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
 __all__ = ["tier"]

@@ -17,6 +17,7 @@ from conftest import TEST_KEY
 from test_sim_server import act_request
 
 from sequence_ai_sim import GatewaySimulator
+from sequence_ai_sim.certificates import self_signed_cert
 from sequence_ai_sim.cli import add_arguments
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,17 +28,7 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """(cert, key) PEM paths for CN=localhost with a 127.0.0.1 SAN, made with openssl."""
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    command = [
-        "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-        "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-    ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, timeout=60, check=False)
-    if result.returncode != 0:
-        pytest.skip(f"openssl could not make a certificate: {result.stderr.decode()[:200]}")
-    return str(cert), str(key)
+    return self_signed_cert(tmp_path_factory.mktemp("tls"), common_name="localhost")
 
 
 def test_tls_serves_https_and_keeps_alive(certificate: tuple[str, str]) -> None:

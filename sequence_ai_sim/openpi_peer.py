@@ -8,8 +8,9 @@ seams, and one that plays stale steps shows it as a seam jump. ``infer`` sleeps 
 configured latency inside the server's event loop, as a GPU-bound openpi policy blocks it:
 requests on several connections queue behind each other.
 
-Used by ``bench/openpi.py`` and the tests; ``python -m bench._openpi_peer --port N`` runs it
-as a process (the ROS tier starts it so).
+Used by ``bench/openpi.py`` and the tests; ``python -m sequence_ai_sim.openpi_peer --port N``
+runs it as a process (the ROS tier starts it so). It needs ``openpi-server``, which is not a
+dependency of this package: it is imported when a server starts.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def reference(times: np.ndarray[Any, Any], dim: int) -> np.ndarray[Any, Any]:
     """(len(times), dim): a smooth sinusoid per dimension, phases apart."""
     t = np.mod(times, PERIOD_S)[:, None]
     phases = np.arange(dim)[None, :] * 0.7
-    return AMPLITUDE * np.sin(2 * np.pi * FREQUENCY_HZ * t + phases)
+    values: np.ndarray[Any, Any] = AMPLITUDE * np.sin(2 * np.pi * FREQUENCY_HZ * t + phases)
+    return values
 
 
 def _lookup(obs: Mapping[str, Any], key: tuple[str, ...]) -> Any:
