@@ -1,23 +1,34 @@
 # Two entry points that work on a fresh machine: `make demo` and `make test`.
-# Each creates .venv on first use (`make test` also .venv-ros, real ROS 2 Jazzy from PyPI wheels).
+# Each creates .venv on first use; `make test` also the floor venvs: .venv-humble (Humble's
+# Python and packages) and .venv-jazzy (Jazzy's, with real ROS 2 Jazzy from PyPI wheels).
 # Python 3.10 (what ROS 2 Humble runs) is preferred when present.
 PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.10.*/bin/python3.10) $(shell command -v python3.10 2>/dev/null) python3)
+# The distros' own interpreters: Ubuntu 22.04's 3.10 and 24.04's 3.12 (pyenv's 3.10.13 and 3.12.1
+# on the machines this runs on, which download no other interpreters).
+HUMBLE_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.10.*/bin/python3.10) $(shell command -v python3.10 2>/dev/null))
+JAZZY_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python3.12) $(shell command -v python3.12 2>/dev/null))
+# Each distro's package versions, as pip constraints: the one place they are written.
+FLOORS := test/floors
 VENV := .venv
 BIN := $(VENV)/bin
 # Humble's rclpy Python sources (rclpy-intellisense) for the static API check, kept outside
 # sys.path: installed into a venv they would shadow a real rclpy.
 HUMBLE_RCLPY := $(VENV)/humble-rclpy
 # The real-ROS tier: ROS 2 Jazzy from PyPI wheels (rclpy with Fast DDS and the message packages
-# the nodes use), no system ROS, in a venv of its own.
-ROS_VENV := .venv-ros
+# the nodes use), no system ROS, at Jazzy's own Python and packages, in a venv of its own.
+ROS_VENV := .venv-jazzy
 ROS_BIN := $(ROS_VENV)/bin
 ROS_WHEELS := ros-jazzy-rclpy[fastrtps] ros-jazzy-std-msgs ros-jazzy-sensor-msgs \
 	ros-jazzy-trajectory-msgs ros-jazzy-diagnostic-msgs ros-jazzy-std-srvs \
 	ros-jazzy-lifecycle-msgs ros-jazzy-builtin-interfaces ros-jazzy-rcl-interfaces \
 	ros-jazzy-ament-index-python
+HUMBLE_VENV := .venv-humble
+# What the distros install with ROS 2 (pip, setuptools and wheel pinned by $(FLOORS)); colcon
+# from PyPI builds with the distro's setuptools, as colcon from apt does.
+DISTRO_PACKAGES := pip setuptools wheel numpy Pillow PyYAML httpx httpcore colcon-common-extensions
 OPENPI_PEERS := openpi-server==0.1.0 openpi-client==0.1.2
 
-.PHONY: demo test lint typecheck pytest pytest-ros bench bench-full bench-ros soak clean
+.PHONY: demo test lint typecheck pytest pytest-ros floor-humble bench bench-full bench-ros soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,15 +49,33 @@ $(VENV)/.test: $(VENV)/.core setup.py
 	$(BIN)/python -m pip install -q --no-deps --upgrade --target $(HUMBLE_RCLPY) rclpy-intellisense==1.2.0
 	touch $@
 
-$(ROS_BIN)/python:
-	$(PYTHON) -m venv $(ROS_VENV)
-	$(ROS_BIN)/python -m pip install -q --upgrade pip
+# A floor venv, $(1): Python $(2) with the distro's packages pinned by $(3), the test extra, and
+# this package built by that distro's setuptools (--no-build-isolation) and installed as a copy,
+# as colcon and the distro's pip would. build/ first: setuptools 59 reuses what it finds there.
+# sequence-ai 0.1.0 (a test peer) installs a `sequence-ai` script of its own: ours goes last.
+define floor_venv
+	test -n "$(2)" || { echo "no Python for $(1): see HUMBLE_PYTHON / JAZZY_PYTHON" >&2; exit 1; }
+	$(2) -m venv $(1)
+	$(1)/bin/python -m pip install -q -c $(3) $(DISTRO_PACKAGES) $(4)
+	rm -rf build
+	$(1)/bin/python -m pip install -q -c $(3) --no-build-isolation '.[test]'
+	$(1)/bin/python -m pip install -q -c $(3) --no-build-isolation --no-deps --force-reinstall .
+	$(1)/bin/python -m pip install -q --no-deps $(OPENPI_PEERS)
+	rm -rf build
+endef
 
-$(ROS_VENV)/.ros: $(ROS_BIN)/python setup.py Makefile
-	$(ROS_BIN)/python -m pip install -q $(foreach w,$(ROS_WHEELS),'$(w)') \
-		'pytest>=7' 'pytest-timeout>=2.1' 'typing_extensions>=4' -e '.[openpi]'
-	# the openpi server the node is driven against in test_ros_real_openpi.py
-	$(ROS_BIN)/python -m pip install -q --no-deps $(OPENPI_PEERS)
+$(ROS_VENV)/.ros: setup.py Makefile $(FLOORS)/jazzy.txt
+	rm -rf $(ROS_VENV)
+	$(call floor_venv,$(ROS_VENV),$(JAZZY_PYTHON),$(FLOORS)/jazzy.txt,$(foreach w,$(ROS_WHEELS),'$(w)'))
+	touch $@
+
+# Humble's floor, and beside it (off sys.path) what Ubuntu 22.04's python3-httpx brings, for
+# the test that it is refused at import with one line.
+$(HUMBLE_VENV)/.floor: setup.py Makefile $(FLOORS)/humble.txt $(FLOORS)/humble-apt-httpx.txt
+	rm -rf $(HUMBLE_VENV)
+	$(call floor_venv,$(HUMBLE_VENV),$(HUMBLE_PYTHON),$(FLOORS)/humble.txt,)
+	$(HUMBLE_VENV)/bin/python -m pip install -q --no-warn-conflicts --target $(HUMBLE_VENV)/apt-httpx \
+		-c $(FLOORS)/humble-apt-httpx.txt httpx
 	touch $@
 
 demo: $(VENV)/.core
@@ -63,11 +92,28 @@ typecheck: $(VENV)/.test
 pytest: $(VENV)/.test
 	SEQUENCE_AI_HUMBLE_RCLPY=$(HUMBLE_RCLPY)/rclpy $(BIN)/python -m pytest -q -m "not soak and not ros"
 
-# The node as shipped on real rclpy, in separate processes; refuses to skip (test/realros).
-pytest-ros: $(ROS_VENV)/.ros
-	SEQUENCE_AI_REAL_ROS=required $(ROS_BIN)/python -m pytest -q -m ros test/test_ros_real_*.py
+# The floor tiers run from test/, so what they import is the installed copy, not the source.
+# $(1) the floor, $(2) its venv, $(3) more environment.
+FLOOR_PYTEST = cd test && SEQUENCE_AI_FLOOR=$(1) $(3) ../$(2)/bin/python -m pytest -q \
+	-c ../setup.cfg --rootdir .. -p no:cacheprovider
 
-test: lint typecheck pytest pytest-ros
+# Jazzy's floor: the client's suite (the non-ROS tests that touch what differs by Python and
+# package versions: JAZZY_SUITE), the colcon builds, then the node as shipped on real rclpy in
+# separate processes (refuses to skip: test/realros), the colcon-installed node included.
+JAZZY_SUITE ?= .
+pytest-ros: $(ROS_VENV)/.ros
+	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) -m "not soak and not ros" --ignore=test_install.py \
+		$(JAZZY_SUITE) test_colcon_build.py
+	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV),SEQUENCE_AI_REAL_ROS=required) -m ros \
+		test_ros_real_*.py test_colcon_build.py
+
+# Humble's floor: the non-ROS suite but the install test (it builds venvs of its own), and
+# both colcon builds checked by layout (Humble's rclpy is not on PyPI).
+floor-humble: $(HUMBLE_VENV)/.floor
+	$(call FLOOR_PYTEST,humble,$(HUMBLE_VENV),SEQUENCE_AI_APT_HTTPX=$(CURDIR)/$(HUMBLE_VENV)/apt-httpx) \
+		-m "not soak and not ros" --ignore=test_install.py
+
+test: lint typecheck pytest floor-humble pytest-ros
 
 bench: $(VENV)/.test
 	$(BIN)/python -m bench
@@ -82,4 +128,4 @@ soak: $(VENV)/.test
 	$(BIN)/python -m pytest -q -s -m soak
 
 clean:
-	rm -rf $(VENV) $(ROS_VENV) build *.egg-info
+	rm -rf $(VENV) $(ROS_VENV) $(HUMBLE_VENV) .venv-ros build *.egg-info

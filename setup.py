@@ -7,43 +7,57 @@ command without any ROS installed.
 The two differ only in where executables go, and that is decided here rather than in
 setup.cfg, because setup.cfg applies to every build: its ``[install] install_scripts`` put
 ``sequence-ai`` in ``<venv>/lib/sequence_ai_ros`` (off PATH) for a plain ``pip install .``.
+
+What tells them apart is how setup.py runs, not the shell it runs in. pip (any version: the
+project has a pyproject.toml) always builds a wheel. colcon runs ``setup.py install`` itself,
+or ``setup.py develop --editable`` for ``--symlink-install``, and it does so whether or not ROS
+is sourced (a Dockerfile's ``RUN colcon build`` often is not), so a ROS environment variable
+cannot be the signal: with one, an unsourced build installed no nodes and said nothing.
 """
 
-import os
 import re
 import sys
-from glob import glob
 from pathlib import Path
 
 from setuptools import find_packages, setup
 
 PACKAGE = "sequence_ai_ros"
-HERE = Path(__file__).parent
+# colcon --symlink-install runs setup.py from build/<package>/, through a link to this file,
+# where only the packages and data files are linked: everything else is read from the source.
+HERE = Path(__file__).resolve().parent
 VERSION = re.search(
     r'__version__ = "([^"]+)"', (HERE / "sequence_ai_core" / "_version.py").read_text()
 ).group(1)
 
-# colcon builds where ROS 2 is sourced, running setup.py itself (not a wheel). There,
-# `ros2 run` looks for executables in lib/<package>, and colcon puts <prefix>/bin on PATH,
-# so `sequence-ai` goes to both. A plain `pip install .` gets the `sequence-ai` command
-# alone, in the environment's bin.
-ROS_SOURCED = bool(os.environ.get("AMENT_PREFIX_PATH"))
-# pip (any version, through pyproject.toml) builds a wheel, whose scripts go to bin anyway.
+# pip builds a wheel (its scripts go to the environment's bin). Any other run is colcon's (or
+# a person's running setup.py as colcon does), its introspection run included, which must see
+# the same data files: `ros2 run` looks for executables in lib/<package>, and colcon puts
+# <prefix>/bin on PATH, so `sequence-ai` goes to both. A `setup.py develop` without
+# --editable is pip's fallback for `pip install -e .` on a setuptools without PEP 660
+# (Humble's 59.6): its scripts stay in bin.
 WHEEL_BUILD = any(command in sys.argv for command in ("bdist_wheel", "dist_info", "editable_wheel"))
+PIP_DEVELOP = "develop" in sys.argv and "--editable" not in sys.argv
+ROS_LAYOUT = not WHEEL_BUILD and not PIP_DEVELOP
 CONSOLE_SCRIPTS = ["sequence-ai = sequence_ai_core.cli:main"]
 COMMAND_OPTIONS: dict[str, dict[str, str]] = {}
+
+
+def _shipped(pattern: str) -> list[str]:
+    """Data files by path relative to the source, found there (not in colcon's build dir)."""
+    return sorted(str(path.relative_to(HERE)) for path in HERE.glob(pattern))
+
+
 DATA_FILES = [
     ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
     (f"share/{PACKAGE}", ["package.xml"]),
-    (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
-    (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+    (f"share/{PACKAGE}/launch", _shipped("launch/*.launch.py")),
+    (f"share/{PACKAGE}/config", _shipped("config/*.yaml")),
 ]
-if ROS_SOURCED:
+if ROS_LAYOUT:
     CONSOLE_SCRIPTS += [
         "policy_node = sequence_ai_ros.policy_node:main",
         "sim_arm_node = sequence_ai_ros.sim_arm_node:main",
     ]
-if ROS_SOURCED and not WHEEL_BUILD:
     COMMAND_OPTIONS = {
         "develop": {"script_dir": f"$base/lib/{PACKAGE}"},
         "install": {"install_scripts": f"$base/lib/{PACKAGE}"},
@@ -72,8 +86,11 @@ setup(
     ),
     package_data={"sequence_ai_core": ["py.typed"], "sequence_ai_sim": ["py.typed"]},
     data_files=DATA_FILES,
-    # httpx 0.25 (httpcore 0.18) is the oldest tested: its network backends carry the deadlines
-    install_requires=["httpx>=0.25", "numpy>=1.21", "Pillow>=9.0"],
+    # httpx 0.25 with httpcore 0.18 is the oldest tested (the Humble floor tier): httpcore's
+    # network backends carry the deadlines, and the socket guard imports httpcore itself.
+    # numpy and Pillow at Humble's own (1.21.5, 9.0.1). sequence_ai_core/dependencies.py
+    # refuses an older httpx at import, with what to install.
+    install_requires=["httpx>=0.25", "httpcore>=0.18", "numpy>=1.21", "Pillow>=9.0"],
     extras_require={
         # The openpi backend (ws:// and wss:// policy servers), imported only when used.
         "openpi": ["websockets>=13", "msgpack>=1.0"],

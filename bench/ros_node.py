@@ -9,7 +9,7 @@ simulator and a probe node (e-stop publisher, action subscriber) run here. Measu
 - the node process's CPU time (utime + stime from /proc) per published action.
 
 Needs real rclpy: run with ``make bench-ros``; ``python -m bench`` in the plain venv hands
-this one to ``.venv-ros`` when it exists.
+this one to ``.venv-jazzy`` when it exists.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, table
 
 ROOT = Path(__file__).resolve().parents[1]
-ROS_PYTHON = ROOT / ".venv-ros" / "bin" / "python"
+ROS_PYTHON = ROOT / ".venv-jazzy" / "bin" / "python"
 JOINTS = [f"joint_{i + 1}" for i in range(7)]
 RATES = (15.0, 30.0, 50.0)
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
@@ -263,7 +263,7 @@ def run(full: bool) -> str:
         import rclpy  # noqa: F401
     except ImportError:
         if not ROS_PYTHON.exists():
-            return "_ros_node: needs real rclpy; `make bench-ros` builds .venv-ros and runs it._"
+            return "_ros_node: needs real rclpy; `make bench-ros` builds .venv-jazzy and runs it._"
         args = [str(ROS_PYTHON), "-m", "bench.ros_node", *(["--full"] if full else [])]
         done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=True)
         return done.stdout

@@ -2,6 +2,8 @@
 
 import logging
 
+# First: it refuses an httpx too old to run on with one line, before anything imports httpx.
+from . import dependencies  # noqa: F401
 from ._version import __version__
 from .catalogue import models
 from .engine import EngineConfig, PlaybackEngine, Tick

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,11 @@ if not _real_rclpy() and os.environ.get("SEQUENCE_AI_REAL_ROS") != "required":
     collect_ignore_glob.append("test_ros_real_*.py")
 if importlib.util.find_spec("launch_testing") is None:  # no wheel: ROS containers only
     collect_ignore_glob.append("test_ros_launch.py")
+# colcon is installed in the floor venvs (make floor-humble, pytest-ros), where it must run.
+if not (Path(sys.executable).parent / "colcon").exists() and not os.environ.get(
+    "SEQUENCE_AI_FLOOR"
+):
+    collect_ignore_glob.append("test_colcon_build.py")
 
 
 @pytest.fixture

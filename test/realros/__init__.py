@@ -1,6 +1,6 @@
 """The real-ROS tier: the nodes as shipped, on real rclpy, each in its own process.
 
-``make pytest-ros`` runs it in ``.venv-ros`` (ROS 2 Jazzy from PyPI wheels, Fast DDS); a
+``make pytest-ros`` runs it in ``.venv-jazzy`` (ROS 2 Jazzy from PyPI wheels, Fast DDS); a
 ``ros:humble`` or ``ros:jazzy`` container runs it under ``colcon test``. DDS stays on this
 machine (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` from Jazzy on, ``ROS_LOCALHOST_ONLY=1`` on
 Humble) on a random ``ROS_DOMAIN_ID`` per run, and every test runs in its own namespace, so
@@ -58,7 +58,7 @@ if not real_rclpy_importable():
     if REQUIRED:
         raise ImportError("the real-ROS tier needs rclpy (SEQUENCE_AI_REAL_ROS=required)")
     pytest.skip(
-        "real rclpy not installed (make pytest-ros builds .venv-ros)", allow_module_level=True
+        "real rclpy not installed (make pytest-ros builds .venv-jazzy)", allow_module_level=True
     )
 
 import rclpy  # noqa: E402
@@ -88,7 +88,8 @@ def _yaml(value: Any) -> str:
 
 
 class RosProcess:
-    """``python -m <module> --ros-args ...`` with output captured to a file."""
+    """``python -m <module> --ros-args ...`` (or ``command --ros-args ...``) with output
+    captured to a file."""
 
     def __init__(
         self,
@@ -100,8 +101,10 @@ class RosProcess:
         remaps: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
         raw_args: list[str] | None = None,
+        command: list[str] | None = None,
     ) -> None:
-        args = [sys.executable, "-m", module, "--ros-args", "-r", f"__ns:={namespace}"]
+        args = command or [sys.executable, "-m", module]
+        args = [*args, "--ros-args", "-r", f"__ns:={namespace}"]
         for name, value in (params or {}).items():
             if value is not None:
                 args += ["-p", f"{name}:={_yaml(value)}"]
