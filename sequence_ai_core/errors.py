@@ -1,8 +1,11 @@
 """Typed errors, and the one place where a gateway answer becomes one.
 
 A controller must tell "wait 118 s for a cold worker" from "stop and page someone", so every
-failure is a ``SequencesError`` subclass carrying the status, the parsed body and the request
-id. No httpx exception escapes this package; the transport maps them here.
+failure is a ``SequencesError`` subclass carrying the status, the parsed body, the request
+id and the body's ``code``. No httpx exception escapes this package; the transport maps them
+here. What an error means is read from the body as the server sent it; what it quotes
+(message, hint, code, the body itself) is redacted of the key first, then cut, since an
+error is text that leaves the process.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import re
 import time
 from collections.abc import Mapping
 from typing import Any
+
+from .redaction import redact, redact_parsed
 
 
 class SequencesError(Exception):
@@ -150,6 +155,13 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+#: Characters of the server's text kept on an error, after redaction: its message, its hint,
+#: a body that is not JSON, and each of ``code`` and the server's request id.
+MESSAGE_CHARS = 500
+HINT_CHARS = 200
+TEXT_BODY_CHARS = 2000
+TOKEN_CHARS = 100
+
 _TEXT_CODE = re.compile(r'"(?:code|status)"\s*:\s*"([a-z_]{1,40})"')
 _TEXT_RETRY = re.compile(r'"retry_after_s"\s*:\s*([0-9]{1,9}(?:\.[0-9]{1,6})?)')
 
@@ -157,7 +169,7 @@ _TEXT_RETRY = re.compile(r'"retry_after_s"\s*:\s*([0-9]{1,9}(?:\.[0-9]{1,6})?)')
 def _text_fields(text: str) -> dict[str, Any]:
     """The fields of a body JSON could not parse (nested past the parser's depth): the
     first ``code``/``status`` and ``retry_after_s`` found, so it keeps its meaning."""
-    out: dict[str, Any] = {"message": text.strip()[:500] or None}
+    out: dict[str, Any] = {"message": text}
     code, retry = _TEXT_CODE.search(text), _TEXT_RETRY.search(text)
     if code:
         out["code"] = code.group(1)
@@ -192,6 +204,14 @@ def _fields(body: Any) -> dict[str, Any]:
     return out
 
 
+def _outward(value: Any, secret: str | None, limit: int) -> str | None:
+    """Server text as an error may quote it: redacted of the key, then cut (in that order,
+    so a key straddling the cut leaves nothing behind). None for anything but text."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return redact(value.strip(), secret)[:limit]
+
+
 def _seconds(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
@@ -208,20 +228,35 @@ def error_from_response(
     *,
     headers: Mapping[str, str] | None = None,
     request_id: str | None = None,
+    secret: str | None = None,
 ) -> SequencesError:
-    """Map a non-2xx gateway answer to its typed error. The server's message passes through."""
+    """Map a non-2xx gateway answer (``body``: parsed JSON, or the text of one that is not)
+    to its typed error. The server's message passes through, redacted of ``secret``.
+
+    The type, ``warming`` and ``retry_after_s`` come from the body as sent (with a short key,
+    a redacted ``"warming"`` would no longer read as one); everything the error carries as
+    text is redacted: message, hint, ``code``, ``request_id`` and ``body``."""
     info = _fields(body)
     code = info.get("code") if isinstance(info.get("code"), str) else None
-    # Only text is quoted (str() of a deeply nested value would recurse), and at most 500
-    # characters of it: the body was redacted of the key before this (transport).
-    text, hint = info.get("message"), info.get("hint")
-    message = text.strip()[:500] if isinstance(text, str) and text.strip() else ""
+    # Only text is quoted (str() of a deeply nested value would recurse), cut after redaction.
+    message = _outward(info.get("message"), secret, MESSAGE_CHARS)
     message = message or f"gateway answered HTTP {status}"
-    if isinstance(hint, str) and hint.strip():
-        message = f"{message} (hint: {hint.strip()[:200]})"
+    hint = _outward(info.get("hint"), secret, HINT_CHARS)
+    if hint:
+        message = f"{message} (hint: {hint})"
     # Our own X-Seq-Request-Id wins: it is the id our logs carry. The body keeps the server's.
-    rid = str(request_id or info.get("request_id") or "") or None
-    common: dict[str, Any] = {"status": status, "body": body, "request_id": rid, "code": code}
+    rid = request_id or _outward(info.get("request_id"), secret, TOKEN_CHARS)
+    kept = (
+        redact(body, secret)[:TEXT_BODY_CHARS]
+        if isinstance(body, str)
+        else redact_parsed(body, secret)
+    )
+    common: dict[str, Any] = {
+        "status": status,
+        "body": kept,
+        "request_id": rid,
+        "code": _outward(code, secret, TOKEN_CHARS),
+    }
 
     if status == 401 or code == "unauthenticated":
         return AuthError(message, **common)
