@@ -2,10 +2,10 @@
 
 A controller must tell "wait 118 s for a cold worker" from "stop and page someone", so every
 failure is a ``SequencesError`` subclass carrying the status, the parsed body, the request
-id and the body's ``code``. No httpx exception escapes this package; the transport maps them
-here. What an error means is read from the body as the server sent it; what it quotes
-(message, hint, code, the body itself) is redacted of the key first, then cut, since an
-error is text that leaves the process.
+id, the body's ``code`` and its ``details.reason``. No httpx exception escapes this package;
+the transport maps them here. What an error means is read from the body as the server sent
+it; what it quotes (message, hint, code, reason, the body itself) is redacted of the key
+first, then cut, since an error is text that leaves the process.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class SequencesError(Exception):
         body: Any = None,
         request_id: str | None = None,
         code: str | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -38,6 +39,9 @@ class SequencesError(Exception):
         self.body = body
         self.request_id = request_id
         self.code = code
+        #: The newer body shape's ``details.reason`` (``gpu_busy``, ``queue_timeout``,
+        #: ``draining``, ...): why the gateway answered so, where ``code`` says what it means.
+        self.reason = reason
 
     def __str__(self) -> str:
         parts = [self.message]
@@ -45,6 +49,8 @@ class SequencesError(Exception):
             parts.append(f"status={self.status}")
         if self.code:
             parts.append(f"code={self.code}")
+        if self.reason:
+            parts.append(f"reason={self.reason}")
         if self.request_id:
             parts.append(f"request_id={self.request_id}")
         return " ".join(parts) if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
@@ -106,6 +112,7 @@ def cold_start_advice(exc: Unavailable, waited_s: float) -> Unavailable:
         body=exc.body,
         request_id=exc.request_id,
         code=exc.code,
+        reason=exc.reason,
     )
 
 
@@ -156,23 +163,28 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
 
 
 #: Characters of the server's text kept on an error, after redaction: its message, its hint,
-#: a body that is not JSON, and each of ``code`` and the server's request id.
+#: a body that is not JSON, and each of ``code``, ``reason`` and the server's request id.
 MESSAGE_CHARS = 500
 HINT_CHARS = 200
 TEXT_BODY_CHARS = 2000
 TOKEN_CHARS = 100
 
 _TEXT_CODE = re.compile(r'"(?:code|status)"\s*:\s*"([a-z_]{1,40})"')
+_TEXT_REASON = re.compile(r'"reason"\s*:\s*"([a-z_]{1,40})"')
 _TEXT_RETRY = re.compile(r'"retry_after_s"\s*:\s*([0-9]{1,9}(?:\.[0-9]{1,6})?)')
 
 
 def _text_fields(text: str) -> dict[str, Any]:
     """The fields of a body JSON could not parse (nested past the parser's depth): the
-    first ``code``/``status`` and ``retry_after_s`` found, so it keeps its meaning."""
+    first ``code``/``status``, ``reason`` and ``retry_after_s`` found, so it keeps its
+    meaning."""
     out: dict[str, Any] = {"message": text}
-    code, retry = _TEXT_CODE.search(text), _TEXT_RETRY.search(text)
+    code, reason = _TEXT_CODE.search(text), _TEXT_REASON.search(text)
+    retry = _TEXT_RETRY.search(text)
     if code:
         out["code"] = code.group(1)
+    if reason:
+        out["reason"] = reason.group(1)
     if retry:
         out["retry_after_s"] = retry.group(1)
     return out
@@ -182,7 +194,8 @@ def _fields(body: Any) -> dict[str, Any]:
     """Flatten both error body shapes into one dict of known fields.
 
     older: {"detail": "text"} or {"detail": {"status", "retry_after_s", "message", ...}}
-    newer: {"detail": "text", "code", "retryable", "retry_after_s", "request_id", "hint", ...}
+    newer: {"detail": "text", "code", "retryable", "retry_after_s", "request_id", "hint",
+            "details": {"reason", ...}}
     """
     out: dict[str, Any] = {}
     if not isinstance(body, Mapping):
@@ -201,6 +214,9 @@ def _fields(body: Any) -> dict[str, Any]:
     for key in ("code", "retry_after_s", "request_id", "hint", "message"):
         if body.get(key) is not None and out.get(key) is None:
             out[key] = body[key]
+    details = body.get("details")
+    if isinstance(details, Mapping):
+        out["reason"] = details.get("reason")
     return out
 
 
@@ -235,7 +251,7 @@ def error_from_response(
 
     The type, ``warming`` and ``retry_after_s`` come from the body as sent (with a short key,
     a redacted ``"warming"`` would no longer read as one); everything the error carries as
-    text is redacted: message, hint, ``code``, ``request_id`` and ``body``."""
+    text is redacted: message, hint, ``code``, ``reason``, ``request_id`` and ``body``."""
     info = _fields(body)
     code = info.get("code") if isinstance(info.get("code"), str) else None
     # Only text is quoted (str() of a deeply nested value would recurse), cut after redaction.
@@ -256,6 +272,7 @@ def error_from_response(
         "body": kept,
         "request_id": rid,
         "code": _outward(code, secret, TOKEN_CHARS),
+        "reason": _outward(info.get("reason"), secret, TOKEN_CHARS),
     }
 
     if status == 401 or code == "unauthenticated":
