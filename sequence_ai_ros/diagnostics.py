@@ -25,7 +25,6 @@ _OUTCOME_FIELDS = (
     "skipped_stale", "retries", "requests", "latency_p50_s", "latency_p95_s",
     "staleness_p50_s", "staleness_p95_s", "duty_cycle", "reason",
 )  # fmt: skip
-_NEEDS_PERSON = ("AuthError", "PermissionDenied", "OutOfCredit", "InvalidRequest")
 
 
 @dataclass(frozen=True)
