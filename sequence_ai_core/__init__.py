@@ -10,11 +10,14 @@ from .episode import Episode
 from .errors import (
     AuthError,
     ChunkExhausted,
+    ConfigurationError,
     InvalidRequest,
     InvalidResponse,
     OutOfCredit,
     PermissionDenied,
     SequencesError,
+    Stalled,
+    TLSError,
     Unavailable,
 )
 from .frames import RawFrame
@@ -34,6 +37,7 @@ __all__ = [
     "AuthError",
     "ChunkExhausted",
     "ChunkSource",
+    "ConfigurationError",
     "DriverGuard",
     "EngineConfig",
     "Episode",
@@ -52,6 +56,8 @@ __all__ = [
     "RunConfig",
     "RunOutcome",
     "SequencesError",
+    "Stalled",
+    "TLSError",
     "Tick",
     "Unavailable",
     "__version__",

@@ -308,3 +308,23 @@ def test_plain_text_error_body_is_passed_through(sim: GatewaySimulator, policy: 
     assert type(error) is SequencesError
     assert error.message == "database on fire"
     assert error.body == "database on fire"
+
+
+def test_every_error_class_is_exported_from_the_package() -> None:
+    """``except sai.Stalled`` must work without knowing the module layout."""
+    import inspect
+
+    import sequence_ai_core as sai
+    from sequence_ai_core import errors
+
+    classes = [
+        value
+        for _, value in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(value, SequencesError) and value.__module__ == errors.__name__
+    ]
+    assert {cls.__name__ for cls in classes} >= {"Stalled", "TLSError", "ConfigurationError"}
+    for cls in classes:
+        assert getattr(sai, cls.__name__) is cls
+        assert cls.__name__ in sai.__all__
+    assert issubclass(sai.Stalled, sai.Unavailable)
+    assert issubclass(sai.ConfigurationError, ValueError)
