@@ -453,6 +453,13 @@ def test_diagnostics_redact_a_short_key_by_the_package_rule(secret: str) -> None
     assert redaction.redact(f"a {secret} b", secret) == "a *** b"
 
 
+def test_the_package_says_it_supports_both_distros() -> None:
+    import sequence_ai_ros
+
+    summary = (sequence_ai_ros.__doc__ or "").split("\n\n", 1)[0]
+    assert "Humble" in summary and "Jazzy" in summary, summary
+
+
 # ---------------------------------------------------------------------- inputs
 
 
