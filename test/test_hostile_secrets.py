@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import TEST_KEY
 from faultkit import MODEL, OBSERVATION, harness
-from hostile import HOSTILE_EXAMPLES, HostileGateway, Request, chunk_body, http_response
+from hostile import HOSTILE_EXAMPLES, HostileGateway, Request, answer, chunk_body, http_response
 from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz import fuzz
@@ -27,6 +27,7 @@ from sequence_ai_core import (
     Unavailable,
     connect,
 )
+from sequence_ai_core.cli import main
 from sequence_ai_sim import CATALOGUE, GatewaySimulator
 
 #: Under faultkit's harness too: the key in no log line or output, nothing left running.
@@ -381,3 +382,23 @@ def test_a_key_echoed_in_a_refused_header_is_not_quoted() -> None:
     error = predict_error(behave)
     assert type(error) is InvalidResponse and "content encoding" in error.message
     assert_no_key(texts(error))
+
+
+def test_sequence_ai_models_does_not_print_a_key_the_catalogue_quotes(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The catalogue is parsed as sent; the table printed from it is outward text."""
+
+    def catalogue(request: Request, sock: Any, gateway: HostileGateway) -> None:
+        key = request.headers.get("authorization", "").removeprefix("Bearer ")
+        entries = [model.catalogue_entry() for model in CATALOGUE.values()]
+        for entry in entries:
+            entry["robot"] = f"arm-{key}"
+        sock.sendall(http_response(200, {"data": entries}))
+
+    monkeypatch.setenv("SEQUENCES_API_KEY", TEST_KEY)
+    with HostileGateway(answer(chunk_body(MODEL)), catalogue=catalogue) as gateway:
+        assert main(["--base-url", gateway.url, "models"]) == 0
+    out, err = capfd.readouterr()
+    assert "arm-***" in out
+    assert_no_key([out, err])
