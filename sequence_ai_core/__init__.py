@@ -12,11 +12,14 @@ from .episode import Episode
 from .errors import (
     AuthError,
     ChunkExhausted,
+    ConfigurationError,
     InvalidRequest,
     InvalidResponse,
     OutOfCredit,
     PermissionDenied,
     SequencesError,
+    Stalled,
+    TLSError,
     Unavailable,
 )
 from .frames import RawFrame
@@ -36,6 +39,7 @@ __all__ = [
     "AuthError",
     "ChunkExhausted",
     "ChunkSource",
+    "ConfigurationError",
     "DriverGuard",
     "EngineConfig",
     "Episode",
@@ -54,6 +58,8 @@ __all__ = [
     "RunConfig",
     "RunOutcome",
     "SequencesError",
+    "Stalled",
+    "TLSError",
     "Tick",
     "Unavailable",
     "__version__",

@@ -88,7 +88,9 @@ class GatewayBackend:
             raise AuthError(missing_key_message())
         body = encode_act_request(model, observation, options)
         answer, request_id, latency = self.transport.request("POST", "/v1/act", json_body=body)
-        prediction = parse_prediction(answer, request_id=request_id, latency_s=latency)
+        prediction = parse_prediction(
+            answer, request_id=request_id, latency_s=latency, secret=self.transport.secret
+        )
         self._check_against_catalogue(model, prediction.action_chunk, request_id)
         log.debug(
             "%s: %d steps in %.3fs [%s]", model, len(prediction.action_chunk), latency, request_id
@@ -118,7 +120,7 @@ class GatewayBackend:
         body, request_id, _ = self.transport.request(
             "GET", "/v1/models", params={"endpoint": "act"}
         )
-        entries = parse_models(body, request_id=request_id)
+        entries = parse_models(body, request_id=request_id, secret=self.transport.secret)
         found = [m for m in entries if m.id == model]
         if not found:
             raise InvalidRequest(

@@ -1,6 +1,7 @@
 """Answer bodies: read within the size cap, decoded without unbounded decompression,
-parsed within the item cap (the key is redacted in ``redaction``). Every refusal is a
-``BodyRefused``.
+parsed within the item cap. Every refusal is a ``BodyRefused``; its message may quote what the
+server sent (a header value), so whoever puts it into outward text redacts it first
+(``redaction``), then cuts it.
 
 The client asks for ``Accept-Encoding: identity``; an encoded body (a proxy may compress
 anyway) is decoded one layer at a time, each layer's output bounded by ``MAX_BODY_BYTES``,
@@ -15,7 +16,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from .limits import DECODABLE_ENCODINGS, MAX_BODY_BYTES, MAX_ENCODING_LAYERS, MAX_JSON_ITEMS
-from .redaction import redact_parsed
 
 
 class BodyRefused(Exception):
@@ -28,7 +28,7 @@ def declared_length(value: str | None) -> int | None:
     try:
         length = int(value.strip())
     except ValueError:
-        raise BodyRefused(f"Content-Length {value[:40]!r} is not a number") from None
+        raise BodyRefused(f"Content-Length {value!r} is not a number") from None
     if length < 0:
         raise BodyRefused(f"Content-Length {length} is negative")
     return length
@@ -70,16 +70,15 @@ def decoded(data: bytes, content_encoding: str | None, cap: int = MAX_BODY_BYTES
         )
     for encoding in reversed(layers):
         if encoding not in DECODABLE_ENCODINGS:
-            raise BodyRefused(f"content encoding {encoding[:40]!r} is not supported")
+            raise BodyRefused(f"content encoding {encoding!r} is not supported")
         data = _inflate(data, encoding, cap)
     return data
 
 
-def parse_json(text: str, secret: str = "") -> Any:
-    """Parse redacted ``text``; ``BodyRefused`` for too many items, ``ValueError`` (or
+def parse_json(text: str) -> Any:
+    """Parse ``text`` as it was sent; ``BodyRefused`` for too many items, ``ValueError`` (or
     ``RecursionError``) for text that is not JSON."""
     items = text.count(",")
     if items > MAX_JSON_ITEMS:
         raise BodyRefused(f"body has {items} JSON items (at most {MAX_JSON_ITEMS})")
-    value = json.loads(text)
-    return redact_parsed(value, secret) if secret and "\\" in text else value
+    return json.loads(text)

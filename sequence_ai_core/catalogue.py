@@ -33,6 +33,6 @@ def models(
     try:
         params = {"endpoint": endpoint} if endpoint else None
         body, request_id, _ = transport.request("GET", "/v1/models", params=params)
-        return parse_models(body, request_id=request_id)
+        return parse_models(body, request_id=request_id, secret=transport.secret)
     finally:
         transport.close()

@@ -15,9 +15,10 @@ from typing import NoReturn
 
 from ._version import __version__
 from .catalogue import models
-from .credentials import credentials_path, delete_api_key, save_api_key
+from .credentials import credentials_path, delete_api_key, resolve_api_key, save_api_key
 from .doctor import DoctorSettings, run_doctor
 from .errors import SequencesError
+from .redaction import redact
 from .transport import resolve_base_url
 from .types import Model
 
@@ -64,20 +65,32 @@ def _format_table(entries: Sequence[Model]) -> str:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
+    """The catalogue as a table. It prints what the gateway sent, so the key it was sent
+    (a gateway may show private models) is redacted from the output."""
     base_url = _base_url(args)
     insecure = args.allow_insecure_http
-    entries = models(endpoint=args.endpoint, base_url=base_url, allow_insecure_http=insecure)
+    key = resolve_api_key(None)
+
+    def listing(endpoint: str | None) -> list[Model]:
+        return models(
+            endpoint=endpoint, api_key=key, base_url=base_url, allow_insecure_http=insecure
+        )
+
+    entries = listing(args.endpoint)
     if not entries:
-        everything = models(base_url=base_url, allow_insecure_http=insecure)
+        everything = listing(None)
         served = sorted({m.endpoint for m in everything if m.endpoint})
         known = ", ".join(served) or "none"
         print(
-            f"sequence-ai models: no model serves endpoint {args.endpoint!r} at {base_url} "
-            f"(endpoints served: {known})",
+            redact(
+                f"sequence-ai models: no model serves endpoint {args.endpoint!r} at {base_url} "
+                f"(endpoints served: {known})",
+                key,
+            ),
             file=sys.stderr,
         )
         return EXIT_FAILURE
-    print(_format_table(entries))
+    print(redact(_format_table(entries), key))
     return EXIT_OK
 
 

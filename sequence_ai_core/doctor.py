@@ -67,7 +67,7 @@ def check_reachable(settings: DoctorSettings) -> tuple[Check, list[Model]]:
     transport = _transport(settings, None)
     try:
         body, _, latency = transport.request("GET", "/v1/models", params={"endpoint": "act"})
-        catalogue = parse_models(body)
+        catalogue = parse_models(body, secret=transport.secret)
     except SequencesError as exc:
         return Check("gateway reachable", FAIL, f"{settings.base_url}: {exc}"), []
     finally:
@@ -106,7 +106,7 @@ def _timed_act(transport: Transport, model: Model) -> float:
     """One real /v1/act on ``model``, parsed and validated; its wall time in seconds."""
     body = encode_act_request(model.id, minimal_observation(model), {})
     answer, request_id, latency = transport.request("POST", "/v1/act", json_body=body)
-    parse_prediction(answer, request_id=request_id, latency_s=latency)
+    parse_prediction(answer, request_id=request_id, latency_s=latency, secret=transport.secret)
     return float(latency)
 
 

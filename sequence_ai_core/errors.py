@@ -1,8 +1,11 @@
 """Typed errors, and the one place where a gateway answer becomes one.
 
 A controller must tell "wait 118 s for a cold worker" from "stop and page someone", so every
-failure is a ``SequencesError`` subclass carrying the status, the parsed body and the request
-id. No httpx exception escapes this package; the transport maps them here.
+failure is a ``SequencesError`` subclass carrying the status, the parsed body, the request
+id, the body's ``code`` and its ``details.reason``. No httpx exception escapes this package;
+the transport maps them here. What an error means is read from the body as the server sent
+it; what it quotes (message, hint, code, reason, the body itself) is redacted of the key
+first, then cut, since an error is text that leaves the process.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import re
 import time
 from collections.abc import Mapping
 from typing import Any
+
+from .redaction import redact, redact_parsed
 
 
 class SequencesError(Exception):
@@ -26,6 +31,7 @@ class SequencesError(Exception):
         body: Any = None,
         request_id: str | None = None,
         code: str | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -33,6 +39,9 @@ class SequencesError(Exception):
         self.body = body
         self.request_id = request_id
         self.code = code
+        #: The newer body shape's ``details.reason`` (``gpu_busy``, ``queue_timeout``,
+        #: ``draining``, ...): why the gateway answered so, where ``code`` says what it means.
+        self.reason = reason
 
     def __str__(self) -> str:
         parts = [self.message]
@@ -40,6 +49,8 @@ class SequencesError(Exception):
             parts.append(f"status={self.status}")
         if self.code:
             parts.append(f"code={self.code}")
+        if self.reason:
+            parts.append(f"reason={self.reason}")
         if self.request_id:
             parts.append(f"request_id={self.request_id}")
         return " ".join(parts) if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
@@ -101,6 +112,7 @@ def cold_start_advice(exc: Unavailable, waited_s: float) -> Unavailable:
         body=exc.body,
         request_id=exc.request_id,
         code=exc.code,
+        reason=exc.reason,
     )
 
 
@@ -150,17 +162,29 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+#: Characters of the server's text kept on an error, after redaction: its message, its hint,
+#: a body that is not JSON, and each of ``code``, ``reason`` and the server's request id.
+MESSAGE_CHARS = 500
+HINT_CHARS = 200
+TEXT_BODY_CHARS = 2000
+TOKEN_CHARS = 100
+
 _TEXT_CODE = re.compile(r'"(?:code|status)"\s*:\s*"([a-z_]{1,40})"')
+_TEXT_REASON = re.compile(r'"reason"\s*:\s*"([a-z_]{1,40})"')
 _TEXT_RETRY = re.compile(r'"retry_after_s"\s*:\s*([0-9]{1,9}(?:\.[0-9]{1,6})?)')
 
 
 def _text_fields(text: str) -> dict[str, Any]:
     """The fields of a body JSON could not parse (nested past the parser's depth): the
-    first ``code``/``status`` and ``retry_after_s`` found, so it keeps its meaning."""
-    out: dict[str, Any] = {"message": text.strip()[:500] or None}
-    code, retry = _TEXT_CODE.search(text), _TEXT_RETRY.search(text)
+    first ``code``/``status``, ``reason`` and ``retry_after_s`` found, so it keeps its
+    meaning."""
+    out: dict[str, Any] = {"message": text}
+    code, reason = _TEXT_CODE.search(text), _TEXT_REASON.search(text)
+    retry = _TEXT_RETRY.search(text)
     if code:
         out["code"] = code.group(1)
+    if reason:
+        out["reason"] = reason.group(1)
     if retry:
         out["retry_after_s"] = retry.group(1)
     return out
@@ -170,7 +194,8 @@ def _fields(body: Any) -> dict[str, Any]:
     """Flatten both error body shapes into one dict of known fields.
 
     older: {"detail": "text"} or {"detail": {"status", "retry_after_s", "message", ...}}
-    newer: {"detail": "text", "code", "retryable", "retry_after_s", "request_id", "hint", ...}
+    newer: {"detail": "text", "code", "retryable", "retry_after_s", "request_id", "hint",
+            "details": {"reason", ...}}
     """
     out: dict[str, Any] = {}
     if not isinstance(body, Mapping):
@@ -189,7 +214,18 @@ def _fields(body: Any) -> dict[str, Any]:
     for key in ("code", "retry_after_s", "request_id", "hint", "message"):
         if body.get(key) is not None and out.get(key) is None:
             out[key] = body[key]
+    details = body.get("details")
+    if isinstance(details, Mapping):
+        out["reason"] = details.get("reason")
     return out
+
+
+def _outward(value: Any, secret: str | None, limit: int) -> str | None:
+    """Server text as an error may quote it: redacted of the key, then cut (in that order,
+    so a key straddling the cut leaves nothing behind). None for anything but text."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return redact(value.strip(), secret)[:limit]
 
 
 def _seconds(value: Any) -> float | None:
@@ -208,20 +244,36 @@ def error_from_response(
     *,
     headers: Mapping[str, str] | None = None,
     request_id: str | None = None,
+    secret: str | None = None,
 ) -> SequencesError:
-    """Map a non-2xx gateway answer to its typed error. The server's message passes through."""
+    """Map a non-2xx gateway answer (``body``: parsed JSON, or the text of one that is not)
+    to its typed error. The server's message passes through, redacted of ``secret``.
+
+    The type, ``warming`` and ``retry_after_s`` come from the body as sent (with a short key,
+    a redacted ``"warming"`` would no longer read as one); everything the error carries as
+    text is redacted: message, hint, ``code``, ``reason``, ``request_id`` and ``body``."""
     info = _fields(body)
     code = info.get("code") if isinstance(info.get("code"), str) else None
-    # Only text is quoted (str() of a deeply nested value would recurse), and at most 500
-    # characters of it: the body was redacted of the key before this (transport).
-    text, hint = info.get("message"), info.get("hint")
-    message = text.strip()[:500] if isinstance(text, str) and text.strip() else ""
+    # Only text is quoted (str() of a deeply nested value would recurse), cut after redaction.
+    message = _outward(info.get("message"), secret, MESSAGE_CHARS)
     message = message or f"gateway answered HTTP {status}"
-    if isinstance(hint, str) and hint.strip():
-        message = f"{message} (hint: {hint.strip()[:200]})"
+    hint = _outward(info.get("hint"), secret, HINT_CHARS)
+    if hint:
+        message = f"{message} (hint: {hint})"
     # Our own X-Seq-Request-Id wins: it is the id our logs carry. The body keeps the server's.
-    rid = str(request_id or info.get("request_id") or "") or None
-    common: dict[str, Any] = {"status": status, "body": body, "request_id": rid, "code": code}
+    rid = request_id or _outward(info.get("request_id"), secret, TOKEN_CHARS)
+    kept = (
+        redact(body, secret)[:TEXT_BODY_CHARS]
+        if isinstance(body, str)
+        else redact_parsed(body, secret)
+    )
+    common: dict[str, Any] = {
+        "status": status,
+        "body": kept,
+        "request_id": rid,
+        "code": _outward(code, secret, TOKEN_CHARS),
+        "reason": _outward(info.get("reason"), secret, TOKEN_CHARS),
+    }
 
     if status == 401 or code == "unauthenticated":
         return AuthError(message, **common)

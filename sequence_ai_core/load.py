@@ -56,8 +56,7 @@ def is_busy(exc: Unavailable) -> bool:
     """The gateway said it is saturated (as opposed to a network blip or a cold worker)."""
     if exc.warming:
         return False
-    reason = getattr(exc, "reason", None)
-    return exc.status == 429 or exc.code == "busy" or reason in BUSY_REASONS
+    return exc.status == 429 or exc.code == "busy" or exc.reason in BUSY_REASONS
 
 
 def _seconds(perf: Mapping[str, Any], key: str) -> float | None:

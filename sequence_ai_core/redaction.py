@@ -1,6 +1,13 @@
-"""The key in no text the package produces, whatever a server sends back (DESIGN §3):
-answers are redacted before they are cut or quoted, and httpx's and httpcore's own log
-records are filtered, since they print what the server sent."""
+"""The key in no text the package produces, whatever a server sends back (DESIGN §3).
+
+One function, ``redact``, with one rule: every occurrence of the key (and a quoted
+``Bearer <key>``) is replaced, whatever the key's length. It is applied where text leaves
+the process (exception messages and the bodies kept on errors, log records, diagnostics),
+before that text is cut, never to data the client parses: a short key must not change a
+valid answer. ``redact_parsed`` applies it to every string of a parsed body that is kept on
+an error; httpx's and httpcore's own log records are filtered, since they print what the
+server sent.
+"""
 
 from __future__ import annotations
 
@@ -12,43 +19,42 @@ from typing import Any
 REDACTED = "***"
 
 
-def redact_text(text: str, secret: str) -> str:
-    """``text`` with the key (and a quoted ``Bearer <key>``) replaced. Done before any
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with the key (and a quoted ``Bearer <key>``) replaced. Call it before any
     cut, so a key straddling a cut cannot leave its first characters behind."""
     if not secret or secret not in text:
         return text
     return text.replace(f"Bearer {secret}", REDACTED).replace(secret, REDACTED)
 
 
-def redact_parsed(value: Any, secret: str) -> Any:
-    """The key removed from every string and object key of parsed JSON, in place and
-    without recursion (a body nested thousands deep must not defeat it). Needed on top of
-    ``redact_text`` because JSON escapes (``\\u0073k-...``) hide the key from a text search."""
+def redact_parsed(value: Any, secret: str | None) -> Any:
+    """A copy of parsed JSON with ``redact`` applied to every string and object key, built
+    without recursion (a body nested thousands deep must not defeat it); ``value`` itself is
+    left as it was. For parsed bodies that leave the process on an error: JSON escapes
+    (``\\u0073k-...``) hide the key from a search of the text, not from the decoded strings."""
     if not secret:
         return value
     if isinstance(value, str):
-        return redact_text(value, secret)
-    stack = [value]
+        return redact(value, secret)
+    if not isinstance(value, (list, dict)):
+        return value
+    root: list[Any] | dict[Any, Any] = [] if isinstance(value, list) else {}
+    stack: list[tuple[Any, Any]] = [(value, root)]
     while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            for i, item in enumerate(node):
-                if isinstance(item, str):
-                    node[i] = redact_text(item, secret)
-                elif isinstance(item, (list, dict)):
-                    stack.append(item)
-        elif isinstance(node, dict):
-            for key in list(node):
-                item = node[key]
-                if isinstance(key, str) and secret in key:
-                    del node[key]
-                    key = redact_text(key, secret)
-                if isinstance(item, str):
-                    item = redact_text(item, secret)
-                elif isinstance(item, (list, dict)):
-                    stack.append(item)
-                node[key] = item
-    return value
+        source, target = stack.pop()
+        pairs = enumerate(source) if isinstance(source, list) else source.items()
+        for key, item in pairs:
+            if isinstance(item, str):
+                item = redact(item, secret)
+            elif isinstance(item, (list, dict)):
+                copy: list[Any] | dict[Any, Any] = [] if isinstance(item, list) else {}
+                stack.append((item, copy))
+                item = copy
+            if isinstance(target, list):
+                target.append(item)
+            else:
+                target[redact(key, secret) if isinstance(key, str) else key] = item
+    return root
 
 
 #: Loggers that print what a server sent (httpcore's DEBUG traces include response headers).
@@ -91,7 +97,7 @@ class _RedactingFilter(logging.Filter):
             text = record.getMessage()
             if any(secret in text for secret in secrets):
                 for secret in secrets:
-                    text = redact_text(text, secret)
+                    text = redact(text, secret)
                 record.msg, record.args = text, None
         return True
 

@@ -7,7 +7,8 @@ of one Policy, including the engine's concurrent refills.
 Each request has an absolute deadline (``timeout_s`` from its start): no socket operation
 may outlast it (``netguard``), so nothing a server does keeps a worker, ``close()`` or the
 interpreter alive past it, and ``close()`` aborts requests in flight at once. Bodies are
-read within the limits of ``limits`` and redacted of the key before anything quotes them.
+read within the limits of ``limits`` and parsed as sent; the key is redacted from what an
+error quotes of them (``redaction``), never from the data a valid answer carries.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from .errors import (
     error_from_response,
 )
 from .netguard import GuardedTransport, Scope
-from .redaction import LOG_REDACTION, redact_text
+from .redaction import LOG_REDACTION, redact
 
 __all__ = ["DEFAULT_BASE_URL", "Transport", "VerifyArg", "resolve_base_url", "ssl_context_for"]
 
@@ -50,8 +51,8 @@ REQUEST_ID_HEADER = "X-Seq-Request-Id"
 #: longer idle gap (between episodes) pays one handshake, which is fine.
 KEEPALIVE_EXPIRY_S = 30.0
 
-#: Characters of an unparsable error body kept on the error, after redaction.
-ERROR_TEXT_CHARS = 2000
+#: Characters of why a body was refused kept in the error's message, after redaction.
+REFUSAL_CHARS = 300
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,12 @@ class Transport:
 
     def __repr__(self) -> str:
         return f"Transport(base_url={self.base_url!r}, key={'set' if self.has_key else 'none'})"
+
+    @property
+    def secret(self) -> str:
+        """The key ("" without one), for redacting what an error quotes of an answer
+        (``wire``); never put into any text."""
+        return self._secret
 
     @property
     def requests_sent(self) -> int:
@@ -320,12 +327,12 @@ class Transport:
         if scope.cancelled:
             return SequencesError("request aborted by cancel_requests()", request_id=request_id)
         latency = time.monotonic() - started
-        described = redact_text(_describe_transport_error(exc), self._secret)
+        described = redact(_describe_transport_error(exc), self._secret)
         tls = _tls_failure(exc)
         if tls is not None:
             return TLSError(
                 f"TLS certificate of {self.base_url} not trusted (CERTIFICATE_VERIFY_FAILED: "
-                f"{redact_text(getattr(tls, 'verify_message', '') or str(tls), self._secret)}); "
+                f"{redact(getattr(tls, 'verify_message', '') or str(tls), self._secret)}); "
                 "hint: set SSL_CERT_FILE to the CA bundle that signs it, or pass verify=<path>",
                 request_id=request_id,
             )
@@ -345,54 +352,67 @@ class Transport:
 
     # ------------------------------------------------------------------ bodies
 
-    def _text(self, headers: httpx.Headers, raw: bytes) -> str:
-        """Decoded (bounded), UTF-8, redacted: raises BodyRefused or UnicodeDecodeError."""
-        data = decoded(raw, headers.get("content-encoding"))
-        return redact_text(data.decode("utf-8"), self._secret)
-
     def _decode_success(
         self, status: int, headers: httpx.Headers, raw: bytes | BodyRefused, request_id: str
     ) -> Any:
-        def refused(why: str) -> InvalidResponse:
+        """The body as the server sent it: a valid answer is parsed unredacted (a short key
+        must not change it); only the text an error quotes is redacted, before it is cut."""
+
+        def refused(why: object) -> InvalidResponse:
             return InvalidResponse(
-                f"gateway answered HTTP {status} with a body that {why}",
+                f"gateway answered HTTP {status} with a body that "
+                f"{redact(str(why), self._secret)[:REFUSAL_CHARS]}",
                 status=status,
                 request_id=request_id,
             )
 
+        # Raised outside the handlers: a BodyRefused may quote a header, key and all, and
+        # would otherwise stay on the error as its __context__.
         if isinstance(raw, BodyRefused):
             raise refused(f"breaks a limit: {raw}")
+        problem: str | None = None
         try:
-            text = self._text(headers, raw)
+            text = decoded(raw, headers.get("content-encoding")).decode("utf-8")
         except BodyRefused as exc:
-            raise refused(f"breaks a limit: {exc}") from None
+            problem = f"breaks a limit: {exc}"
         except UnicodeDecodeError:
-            raise refused("is not UTF-8 text") from None
+            problem = "is not UTF-8 text"
+        if problem is not None:
+            raise refused(problem)
         try:
-            return parse_json(text, self._secret)
+            return parse_json(text)
         except BodyRefused as exc:
-            raise refused(f"breaks a limit: {exc}") from None
+            problem = f"breaks a limit: {exc}"
         except (ValueError, RecursionError):  # RecursionError: absurdly nested JSON
-            error = refused("is not JSON")
-            error.body = text[:500]
-            raise error from None
+            problem = "is not JSON"
+        error = refused(problem)
+        if problem == "is not JSON":
+            error.body = redact(text, self._secret)[:500]
+        raise error
 
     def _typed_error(
         self, status: int, headers: httpx.Headers, raw: bytes | BodyRefused, request_id: str
     ) -> SequencesError:
+        """The typed error for a non-2xx answer: its meaning read from the body as sent,
+        its texts (message, hint, the body kept on it) redacted (``error_from_response``)."""
         body: Any = None
         if not isinstance(raw, BodyRefused):
             try:
                 data = decoded(raw, headers.get("content-encoding"))
-                text = redact_text(data.decode("utf-8", errors="replace"), self._secret)
+                text = data.decode("utf-8", errors="replace")
             except BodyRefused:
                 text = ""
             try:
-                body = parse_json(text, self._secret) if text else None
+                body = parse_json(text) if text else None
             except (ValueError, RecursionError, BodyRefused):
-                body = text[:ERROR_TEXT_CHARS]  # redacted above, cut only now
+                body = text  # quoted on the error only redacted, then cut
+        secret = self._secret
         try:
-            return error_from_response(status, body, headers=headers, request_id=request_id)
+            return error_from_response(
+                status, body, headers=headers, request_id=request_id, secret=secret
+            )
         except Exception:  # a hostile error body must still end as a typed error
             log.warning("unreadable error body for HTTP %d [%s]", status, request_id)
-            return error_from_response(status, None, headers=headers, request_id=request_id)
+            return error_from_response(
+                status, None, headers=headers, request_id=request_id, secret=secret
+            )

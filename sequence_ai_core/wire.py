@@ -2,7 +2,9 @@
 
 Nothing the gateway returns is trusted: ``parse_prediction`` turns a 200 body into an
 ``ActionChunk`` only if every step is present, in order, finite and of the declared size;
-anything else is an ``InvalidResponse`` and never reaches the robot.
+anything else is an ``InvalidResponse`` and never reaches the robot. A body is read as the
+gateway sent it; only the error for a bad one is redacted of the key (its message before
+any value is cut, and the body it keeps), since that is what leaves the process.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from .errors import InvalidResponse
 from .images import image_bytes
 from .limits import MAX_ACTION_DIM, MAX_CHUNK_VALUES, MAX_CONTROL_HZ, MAX_STEPS, MIN_CONTROL_HZ
+from .redaction import redact, redact_parsed
 from .types import (
     ACTION_SPACES,
     ActionChunk,
@@ -31,6 +34,8 @@ from .types import (
 )
 
 POSE_SIZE = 7  # x, y, z, qx, qy, qz, qw
+#: Characters of an offending value quoted in an InvalidResponse, after redaction.
+QUOTE_CHARS = 40
 _NUMBER_TYPES = frozenset({int, float})
 
 
@@ -146,19 +151,25 @@ def encode_act_request(
 
 
 class _Reader:
-    """Raises InvalidResponse carrying the request id and the offending body."""
+    """Raises InvalidResponse carrying the request id, and a message and the offending body
+    redacted of ``secret``; the body it reads is left as sent."""
 
-    def __init__(self, body: Any, request_id: str) -> None:
+    def __init__(self, body: Any, request_id: str, secret: str | None = None) -> None:
         self.body = body
         self.request_id = request_id
+        self.secret = secret
 
     def fail(self, what: str) -> InvalidResponse:
         return InvalidResponse(
-            f"invalid response from gateway: {what}",
+            redact(f"invalid response from gateway: {what}", self.secret),
             status=200,
-            body=self.body,
+            body=redact_parsed(self.body, self.secret),
             request_id=self.request_id,
         )
+
+    def quote(self, value: Any) -> str:
+        """``repr(value)`` for a message: redacted, then cut."""
+        return redact(repr(value), self.secret)[:QUOTE_CHARS]
 
     def mapping(self, container: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
         value = container.get(key)
@@ -176,18 +187,18 @@ class _Reader:
         if type(value) is float and math.isfinite(value):
             return value
         if not _is_real(value):
-            raise self.fail(f"{where} is not a number: {value!r:.40}")
+            raise self.fail(f"{where} is not a number: {self.quote(value)}")
         try:
             number = float(value)
         except OverflowError:
             number = math.inf
         if not math.isfinite(number):
-            raise self.fail(f"{where} is not finite: {value!r:.40}")
+            raise self.fail(f"{where} is not finite: {self.quote(value)}")
         return number
 
     def integer(self, value: Any, where: str) -> int:
         if not isinstance(value, int) or isinstance(value, bool):
-            raise self.fail(f"{where} is not an integer: {value!r:.40}")
+            raise self.fail(f"{where} is not an integer: {self.quote(value)}")
         return value
 
 
@@ -302,9 +313,12 @@ def _parse_chunk(reader: _Reader, chunk: Mapping[str, Any]) -> ActionChunk:
     )
 
 
-def parse_prediction(body: Any, *, request_id: str, latency_s: float) -> Prediction:
-    """Validate a POST /v1/act 200 body; InvalidResponse on every malformed case."""
-    reader = _Reader(body, request_id)
+def parse_prediction(
+    body: Any, *, request_id: str, latency_s: float, secret: str | None = None
+) -> Prediction:
+    """Validate a POST /v1/act 200 body; InvalidResponse on every malformed case. The
+    prediction carries the body's values as sent; ``secret`` is redacted from the error."""
+    reader = _Reader(body, request_id, secret)
     if not isinstance(body, Mapping):
         raise reader.fail("body is not a JSON object")
     chunk = _parse_chunk(reader, reader.mapping(body, "action_chunk", ""))
@@ -343,9 +357,10 @@ def _parse_model(reader: _Reader, entry: Any, i: int) -> Model:
     )
 
 
-def parse_models(body: Any, *, request_id: str = "") -> list[Model]:
-    """Validate a GET /v1/models body into catalogue entries."""
-    reader = _Reader(body, request_id)
+def parse_models(body: Any, *, request_id: str = "", secret: str | None = None) -> list[Model]:
+    """Validate a GET /v1/models body into catalogue entries (``secret`` as for
+    ``parse_prediction``)."""
+    reader = _Reader(body, request_id, secret)
     if not isinstance(body, Mapping) or not isinstance(body.get("data"), list):
         raise reader.fail('catalogue is not an object with a "data" list')
     return [_parse_model(reader, entry, i) for i, entry in enumerate(body["data"])]

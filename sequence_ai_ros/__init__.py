@@ -1,4 +1,5 @@
-"""ROS 2 Humble front end of sequence_ai_core: a lifecycle node and a simulated arm node.
+"""ROS 2 front end of sequence_ai_core, for Humble (rclpy 3.3) and Jazzy (rclpy 7.1): a
+lifecycle node and a simulated arm node.
 
 Only ``policy_node``, ``node_io``, ``interfaces``, ``health_publisher``, ``rclpy_guards`` and
 ``sim_arm_node`` import rclpy or message packages; every other module here (the output types

@@ -3,7 +3,8 @@
 Levels follow what an operator must do: ERROR needs a person (auth, credit, e-stop, stale
 inputs, a rejected action), WARN is degraded but running (underruns, large seams, a warming
 model), OK otherwise. Values are strings (diagnostic_msgs/KeyValue.value is a string), and
-every text passes through ``redact`` so a key can never reach /diagnostics.
+every text passes through ``redact`` (the package's one redaction, ``sequence_ai_core.redaction``,
+whatever the key's length) so a key can never reach /diagnostics.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sequence_ai_core.errors import Unavailable
+from sequence_ai_core.redaction import redact as redact  # the node redacts its logs with it
 
 from .episode import EpisodeEnd
 
@@ -23,7 +25,6 @@ _OUTCOME_FIELDS = (
     "skipped_stale", "retries", "requests", "latency_p50_s", "latency_p95_s",
     "staleness_p50_s", "staleness_p95_s", "duty_cycle", "reason",
 )  # fmt: skip
-_NEEDS_PERSON = ("AuthError", "PermissionDenied", "OutOfCredit", "InvalidRequest")
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,6 @@ class Health:
     gateway: str = ""
     requests_sent: int | None = None  # over the connection's lifetime, all episodes
     configure_problem: str | None = None  # why the last configure failed, while unconfigured
-
-
-def redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "***") if secret and len(secret) >= 4 else text
 
 
 def _fmt(value: Any) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from sequence_ai_core.transport import resolve_base_url
 
+from .responses import ERROR_SHAPES
 from .server import GatewaySimulator
 
 KEY_ENV = "SEQUENCES_SIM_API_KEY"
@@ -81,6 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="answer 503 warming for this long after start",
     )
     parser.add_argument(
+        "--error-shape",
+        choices=ERROR_SHAPES,
+        default="newer",
+        help='error bodies in the newer shape ({"detail", "code", "retry_after_s", ...}) or '
+        "the older one the gateway sent when sequence-ai 0.1.0 was released "
+        '({"detail": {"status": "warming_up", "retry_after_s", ...}} for a cold worker), '
+        "for code written for that client (default newer)",
+    )
+    parser.add_argument(
         "--connect-delay",
         type=SECONDS,
         default=0.0,
@@ -115,6 +125,7 @@ def _simulator(args: argparse.Namespace, api_key: str | None) -> GatewaySimulato
         latency_s=args.latency,
         jitter=args.jitter,
         cold_start_s=args.cold_start,
+        error_shape=args.error_shape,
         connect_delay_s=args.connect_delay,
         workers=args.workers,
         seed=args.seed,
@@ -148,9 +159,10 @@ def banner(sim: GatewaySimulator, args: argparse.Namespace) -> list[str]:
     else:
         key = f'"${KEY_ENV}"'
     latency = f"{args.latency:g} s median" if args.latency > 0 else "none"
+    shape = ", older error bodies (as for sequence-ai 0.1.0)" if sim.error_shape == "older" else ""
     lines = [
         f"gateway simulator on {sim.url} (auth {'off' if args.no_auth else 'on'}, "
-        f"model latency {latency}, cold start {args.cold_start:g} s)",
+        f"model latency {latency}, cold start {args.cold_start:g} s{shape})",
         "point a client at it, in another shell:",
         f"  export SEQUENCES_BASE_URL={sim.url}",
         f"  export SEQUENCES_API_KEY={key}",

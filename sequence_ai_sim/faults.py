@@ -1,8 +1,8 @@
 """Faults the simulator can inject into the next ``POST /v1/act`` answers.
 
-Transport faults (status, warming, html, not_json, reset, timeout, slow_body) apply whatever
-the request was; status, warming, html, not_json and reset answer before auth, validation or
-model time are spent, like a proxy in front of the gateway. Body faults (nan, ragged,
+Transport faults (status, warming, busy, html, not_json, reset, timeout, slow_body) apply
+whatever the request was; status, warming, busy, html, not_json and reset answer before auth,
+validation or model time are spent, like a proxy in front of the gateway. Body faults (nan, ragged,
 empty_steps, ...) corrupt an otherwise successful 200 answer and leave error answers alone.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Faults that replace the answer before the request is looked at.
-EARLY_KINDS = frozenset({"status", "warming", "html", "reset", "not_json"})
+EARLY_KINDS = frozenset({"status", "warming", "busy", "html", "reset", "not_json"})
 #: Faults that corrupt the JSON body of a successful answer.
 BODY_KINDS = frozenset(
     {
@@ -52,6 +52,15 @@ class Fault:
         """503 ``warming`` in the newer shape with ``retry_after_s`` and a Retry-After header,
         as a cold worker answers (the simulator fills in the request id)."""
         return cls("warming", status_code=503, seconds=retry_after_s)
+
+    @classmethod
+    def busy(
+        cls, reason: str = "gpu_busy", *, status: int = 503, retry_after_s: float = 0.0
+    ) -> Fault:
+        """A saturated gateway: ``status`` in the simulator's error shape; the newer one
+        carries ``details: {"reason": reason}`` (``gpu_busy``, ``queue_timeout``,
+        ``draining``...) and, when ``retry_after_s`` > 0, ``retry_after_s``."""
+        return cls("busy", status_code=status, name=reason, seconds=retry_after_s)
 
     @classmethod
     def reset(cls) -> Fault:

@@ -126,7 +126,7 @@ class GatewayHandler(BaseHTTPRequestHandler):
 
     def _send_error(self, error: RequestRejected, request_id: str, **kwargs: Any) -> None:
         if self.settings.error_shape == "older":
-            body = older_error_body(error.status, error.detail, **error.extra)
+            body = older_error_body(error.status, error.detail, code=error.code, **error.extra)
         else:
             body = error_body(
                 error.status, error.detail, request_id=request_id, code=error.code, **error.extra
@@ -239,6 +239,14 @@ class GatewayHandler(BaseHTTPRequestHandler):
                 retry_after_s=fault.seconds,
             )
             self._send_error(warming, rid)
+        elif fault.kind == "busy":
+            busy = RequestRejected(
+                fault.status_code,
+                "every model slot is busy",
+                retry_after_s=fault.seconds or None,
+                details={"reason": fault.name},
+            )
+            self._send_error(busy, rid)
         elif fault.kind == "not_json":
             self._send(200, b"upstream answered: ok <truncated>", request_id=rid)
         else:

@@ -79,10 +79,13 @@ def error_body(
 ERROR_SHAPES = ("newer", "older")
 
 
-def older_error_body(status: int, detail: str, **extra: Any) -> dict[str, Any]:
-    """The older error shape: ``{"detail": text}``, or for a cold worker
-    ``{"detail": {"status": "warming_up", "retry_after_s", "warming_job_id", "message"}}``."""
-    if status == 503 and extra.get("retry_after_s") is not None:
+def older_error_body(
+    status: int, detail: str, *, code: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """The older error shape: ``{"detail": text}``, or for a cold worker (503 ``warming``)
+    ``{"detail": {"status": "warming_up", "retry_after_s", "warming_job_id", "message"}}``.
+    It had no ``code`` and no ``details``: a busy 503 is just its text."""
+    if status == 503 and code == "warming" and extra.get("retry_after_s") is not None:
         return {
             "detail": {
                 "status": "warming_up",

@@ -155,8 +155,3 @@ class ActiveTrajectory:
             last.velocities if last.velocities is not None else zeros,
             last.accelerations if last.accelerations is not None else zeros,
         )
-
-    def end_s(self) -> float:
-        """When the last point is reached (after the first sample fixed the start)."""
-        last = self.msg.points[-1].time_from_start_ns * 1e-9 if self.msg.points else 0.0
-        return self.start_s + last

@@ -250,9 +250,81 @@ def test_hostile_error_body_still_becomes_a_typed_error(
     assert re.fullmatch(r"r-[0-9a-f]{8}", error.request_id or "")
 
 
+@pytest.mark.parametrize("status", [503, 429])
+def test_details_reason_is_kept_on_the_error(
+    sim: GatewaySimulator, policy: Policy, status: int
+) -> None:
+    sim.inject(Fault.busy("gpu_busy", status=status, retry_after_s=2.0))
+    error = _raised(policy)
+    assert isinstance(error, Unavailable) and not error.warming
+    assert error.reason == "gpu_busy" and error.retry_after_s == 2.0
+    assert error.code == ("busy" if status == 429 else "unavailable")
+    assert "reason=gpu_busy" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (
+            {"detail": "busy", "code": "unavailable", "details": {"reason": "queue_timeout"}},
+            "queue_timeout",
+        ),
+        ({"detail": "busy", "details": {"reason": ["gpu_busy"]}}, None),  # not text
+        ({"detail": "busy", "details": "gpu_busy"}, None),  # not an object
+        ({"detail": {"status": "warming_up", "retry_after_s": 3}}, None),  # the older shape
+        (
+            '{"detail": "busy", "details": {"reason": "draining"}, "x": '
+            + "[" * 5000
+            + "]" * 5000
+            + "}",
+            "draining",
+        ),
+    ],
+    ids=["newer", "reason-not-text", "details-not-an-object", "older", "past-the-parser-depth"],
+)
+def test_details_reason_as_sent(
+    sim: GatewaySimulator, policy: Policy, body: Any, reason: str | None
+) -> None:
+    sim.inject(Fault.status(503, body=body))
+    error = _raised(policy)
+    assert isinstance(error, Unavailable) and error.reason == reason
+
+
+def test_the_older_shape_of_a_busy_503_is_text_not_warming(clean_env: object) -> None:
+    """The older shape has no ``details``; a busy 503 with a wait is not a cold worker."""
+    with (
+        GatewaySimulator(api_key=TEST_KEY, error_shape="older") as older,
+        connect("pi05-droid", api_key=TEST_KEY, base_url=older.url) as handle,
+    ):
+        older.inject(Fault.busy(retry_after_s=2.0))
+        error = _raised(handle)
+    assert isinstance(error, Unavailable) and not error.warming and error.reason is None
+    assert error.body == {"detail": "every model slot is busy"}
+
+
 def test_plain_text_error_body_is_passed_through(sim: GatewaySimulator, policy: Policy) -> None:
     sim.inject(Fault.status(500, body="database on fire"))
     error = _raised(policy)
     assert type(error) is SequencesError
     assert error.message == "database on fire"
     assert error.body == "database on fire"
+
+
+def test_every_error_class_is_exported_from_the_package() -> None:
+    """``except sai.Stalled`` must work without knowing the module layout."""
+    import inspect
+
+    import sequence_ai_core as sai
+    from sequence_ai_core import errors
+
+    classes = [
+        value
+        for _, value in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(value, SequencesError) and value.__module__ == errors.__name__
+    ]
+    assert {cls.__name__ for cls in classes} >= {"Stalled", "TLSError", "ConfigurationError"}
+    for cls in classes:
+        assert getattr(sai, cls.__name__) is cls
+        assert cls.__name__ in sai.__all__
+    assert issubclass(sai.Stalled, sai.Unavailable)
+    assert issubclass(sai.ConfigurationError, ValueError)

@@ -148,6 +148,9 @@ def test_load_signals() -> None:
     assert server_queue_s({"queue_ms": "soon"}) is None
     assert is_busy(Unavailable("x", status=429))
     assert is_busy(Unavailable("x", status=503, code="busy"))
+    assert is_busy(Unavailable("x", status=503, code="unavailable", reason="gpu_busy"))
+    assert is_busy(Unavailable("x", status=503, reason="queue_timeout"))
+    assert not is_busy(Unavailable("x", status=503, code="unavailable", reason="draining"))
     assert not is_busy(Unavailable("x", status=503, warming=True, code="warming"))
     assert not is_busy(Unavailable("connection reset"))
 

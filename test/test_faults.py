@@ -269,3 +269,31 @@ def test_fault_case_count() -> None:
     """The README quotes this number; keep it honest."""
     assert len(list(cases())) == 85
     json.dumps([p.id for p in cases()])  # ids are plain strings
+
+
+@pytest.mark.parametrize(
+    ("fault", "sim_options", "busy"),
+    [
+        (Fault.busy("gpu_busy"), {}, 1),
+        (Fault.busy("queue_timeout"), {}, 1),
+        (Fault.busy("draining"), {}, 0),  # a worker going away, not a queue
+        (Fault.status(503), {}, 0),  # no reason: a transient failure, not load
+        (Fault.busy("gpu_busy"), {"error_shape": "older"}, 0),  # the older shape has none
+    ],
+    ids=["gpu_busy", "queue_timeout", "draining", "no-reason", "older-shape"],
+)
+def test_a_busy_reason_in_a_503_is_seen_by_the_load_backoff(
+    fault: Fault, sim_options: dict[str, Any], busy: int, harness: dict[str, Any]
+) -> None:
+    """A 503 whose newer-shape body says ``details: {"reason": "gpu_busy"}`` is the gateway
+    saying it is saturated: the run retries it and its load backoff counts a busy answer.
+    The reason used to be dropped, so no 503 ever counted."""
+    roomy = {"options": {"action_horizon": 4 * HORIZON}, "max_actions": 12 * HORIZON}
+    with GatewaySimulator(api_key=TEST_KEY, latency_s=LATENCY_S, **sim_options) as sim:
+        episode = Episode(sim, fault, times=1, inject_after=1)
+        with connect(MODEL, api_key=TEST_KEY, base_url=sim.url) as policy:
+            outcome = episode.run(policy, **roomy)
+        assert sim.stats()["status_counts"].get("503") == 1, sim.stats()
+    assert outcome.reason == "completed", outcome.summary()
+    assert outcome.retries >= 1
+    assert outcome.busy_answers == busy

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import TEST_KEY
 from faultkit import MODEL, OBSERVATION, harness
-from hostile import HOSTILE_EXAMPLES, HostileGateway, Request, chunk_body, http_response
+from hostile import HOSTILE_EXAMPLES, HostileGateway, Request, answer, chunk_body, http_response
 from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz import fuzz
@@ -27,6 +27,8 @@ from sequence_ai_core import (
     Unavailable,
     connect,
 )
+from sequence_ai_core.cli import main
+from sequence_ai_sim import CATALOGUE, GatewaySimulator
 
 #: Under faultkit's harness too: the key in no log line or output, nothing left running.
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("harness")]
@@ -247,3 +249,156 @@ def test_log_redaction_lasts_while_any_transport_with_the_key_is_open() -> None:
     assert TEST_KEY in LOG_REDACTION.secrets
     second.close()
     assert LOG_REDACTION.users(TEST_KEY) == before
+
+
+# ------------------------------------------------------------- redaction is for outward text
+
+
+@pytest.mark.parametrize("key", ["k", "a", "_", "0"])
+def test_a_one_character_key_gets_a_valid_chunk(key: str) -> None:
+    """Answers used to be redacted before they were parsed: with the key ``k``,
+    ``"action_chunk"`` read ``"action_chun***"`` and a valid answer was refused."""
+    with (
+        GatewaySimulator(api_key=key) as sim,
+        connect(MODEL, api_key=key, base_url=sim.url) as policy,
+    ):
+        assert policy.describe().short_id == MODEL  # the catalogue is parsed as sent too
+        prediction = policy.predict(OBSERVATION)
+    chunk = prediction.action_chunk
+    assert chunk.action_dim == CATALOGUE[MODEL].action_dim
+    assert chunk.action_space == CATALOGUE[MODEL].action_space
+    assert prediction.model == CATALOGUE[MODEL].id and prediction.id.startswith("act-")
+
+
+@pytest.mark.parametrize("key", ["n", "w"])
+def test_a_short_key_does_not_change_what_an_error_means(key: str) -> None:
+    """A warming 503 is read from the body as sent: redacted first, ``"warming"`` no longer
+    read as one with the key ``n``. Only the texts the error carries are redacted."""
+    with (
+        GatewaySimulator(api_key=key, cold_start_s=60.0) as sim,
+        connect(MODEL, api_key=key, base_url=sim.url) as policy,
+        pytest.raises(Unavailable) as raised,
+    ):
+        policy.predict(OBSERVATION)
+    assert raised.value.warming and raised.value.retry_after_s is not None
+    assert key not in raised.value.message and key not in str(raised.value.code)
+
+
+def test_a_key_inside_a_valid_answer_reaches_the_caller_unchanged() -> None:
+    """The answer is the caller's data: a key the server puts into it (plain, or behind JSON
+    escapes) is delivered as sent, and still reaches no log (the harness checks)."""
+    escaped = "".join(f"\\u{ord(c):04x}" for c in TEST_KEY)
+
+    def behave(request: Request, sock: Any, gateway: HostileGateway) -> None:
+        key = request.headers.get("authorization", "").removeprefix("Bearer ")
+        body = chunk_body(MODEL)
+        body.update(id=key, usage={"key": key}, warnings=[f"key {key} expires soon", "ESCAPED"])
+        text = json.dumps(body).replace('"ESCAPED"', f'"{escaped}"')
+        sock.sendall(http_response(200, text))
+
+    with (
+        HostileGateway(behave) as gateway,
+        connect(MODEL, api_key=TEST_KEY, base_url=gateway.url) as policy,
+    ):
+        prediction = policy.predict(OBSERVATION)
+    assert prediction.id == TEST_KEY
+    assert prediction.warnings == (f"key {TEST_KEY} expires soon", TEST_KEY)
+    assert prediction.usage == {"key": TEST_KEY}
+
+
+def _escaped(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+@pytest.mark.parametrize(
+    "place",
+    [
+        "action_space",  # quoted whole: unknown action_space '...'
+        "control_frequency_hz",  # quoted cut to 40 characters: not a number: '...'
+        "action_dim",
+        "step_value",
+        "step_index",
+        "object_key",  # a key of the body, kept on the error
+    ],
+)
+@pytest.mark.parametrize("escape", [False, True], ids=["plain", "json-escaped"])
+def test_an_invalid_answer_quoting_the_key_is_redacted_before_it_is_cut(
+    place: str, escape: bool
+) -> None:
+    """A bad answer's values are quoted in the error: redacted first, then cut, so a key
+    past the 40th character of a value leaves not even its first characters."""
+
+    def behave(request: Request, sock: Any, gateway: HostileGateway) -> None:
+        key = request.headers.get("authorization", "").removeprefix("Bearer ")
+        value = "x" * 30 + "KEY"
+        body = chunk_body(MODEL)
+        chunk = body["action_chunk"]
+        if place == "step_value":
+            chunk["steps"][1]["values"][0] = value
+        elif place == "step_index":
+            chunk["steps"][1]["index"] = value
+        elif place == "object_key":
+            chunk["KEY"] = 1
+            chunk["robot"] = 7
+        else:
+            chunk[place] = value
+        text = json.dumps(body).replace("KEY", _escaped(key) if escape else key)
+        sock.sendall(http_response(200, text))
+
+    error = predict_error(behave)
+    assert type(error) is InvalidResponse
+    assert_no_key(texts(error))
+
+
+def test_an_error_quoting_the_key_behind_escapes_is_redacted_before_it_is_cut() -> None:
+    """Message, hint, code, request id and the kept body quote the server's text: each is
+    redacted after the JSON escapes are decoded, and before it is cut."""
+
+    def behave(request: Request, sock: Any, gateway: HostileGateway) -> None:
+        key = _escaped(request.headers.get("authorization", "").removeprefix("Bearer "))
+        body = {
+            "detail": "m" * 490 + "KEY",  # the message is cut to 500 characters
+            "hint": "h" * 195 + "KEY",  # the hint to 200
+            "code": "KEY",
+            "request_id": "KEY",
+            "details": {"reason": "KEY", "KEY": "KEY"},
+        }
+        text = json.dumps(body).replace("KEY", key)
+        sock.sendall(http_response(503, text))
+
+    error = predict_error(behave)
+    assert type(error) is Unavailable and not error.warming
+    assert_no_key([*texts(error), str(error.code), str(error.body)])
+
+
+def test_a_key_echoed_in_a_refused_header_is_not_quoted() -> None:
+    """A body refused for its Content-Encoding used to quote the header, key and all."""
+
+    def behave(request: Request, sock: Any, gateway: HostileGateway) -> None:
+        auth = request.headers.get("authorization", "")
+        headers = {"Content-Type": "application/json", "Content-Encoding": "x" * 20 + auth}
+        sock.sendall(http_response(200, chunk_body(MODEL), headers))
+
+    error = predict_error(behave)
+    assert type(error) is InvalidResponse and "content encoding" in error.message
+    assert_no_key(texts(error))
+
+
+def test_sequence_ai_models_does_not_print_a_key_the_catalogue_quotes(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The catalogue is parsed as sent; the table printed from it is outward text."""
+
+    def catalogue(request: Request, sock: Any, gateway: HostileGateway) -> None:
+        key = request.headers.get("authorization", "").removeprefix("Bearer ")
+        entries = [model.catalogue_entry() for model in CATALOGUE.values()]
+        for entry in entries:
+            entry["robot"] = f"arm-{key}"
+        sock.sendall(http_response(200, {"data": entries}))
+
+    monkeypatch.setenv("SEQUENCES_API_KEY", TEST_KEY)
+    with HostileGateway(answer(chunk_body(MODEL)), catalogue=catalogue) as gateway:
+        assert main(["--base-url", gateway.url, "models"]) == 0
+    out, err = capfd.readouterr()
+    assert "arm-***" in out
+    assert_no_key([out, err])

@@ -1,6 +1,7 @@
 """The layout holds: ``sequence_ai_core`` is the client alone, the simulator a package of its
-own whose modules import one another in one direction, and nothing reaches into another
-object's private members across the simulator's modules.
+own whose modules import one another in one direction, nothing reaches into another
+object's private members across the simulator's modules, and nothing is defined that nothing
+uses.
 
 Read from the sources (ast), and checked for real by importing every module in a fresh
 interpreter.
@@ -9,6 +10,7 @@ interpreter.
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -157,3 +159,79 @@ def test_the_readme_layout_matches_the_tree() -> None:
     }
     assert sorted(directories - listed) == []
     assert {CORE, SIM, "sequence_ai_ros"} <= listed
+
+
+PACKAGES = (CORE, SIM, "sequence_ai_ros")
+
+
+def _module_level_names(tree: ast.Module) -> list[str]:
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [target.id for target in node.targets if isinstance(target, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return names
+
+
+def _referenced(tree: ast.AST) -> set[str]:
+    """Every name read, attribute used or word of a string constant in ``tree``."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.add(node.name.rpartition(".")[2])
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.update(node.value.replace(":", " ").replace(".", " ").split())
+    return found
+
+
+def test_every_private_module_level_name_is_used_in_its_module() -> None:
+    unused = []
+    for package in PACKAGES:
+        for module, path in _modules(package).items():
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            used = _referenced(tree)
+            unused += [
+                f"{module}.{name}"
+                for name in _module_level_names(tree)
+                if name.startswith("_") and not name.startswith("__") and name not in used
+            ]
+    assert unused == []
+
+
+def test_every_method_of_the_client_and_the_simulator_is_used() -> None:
+    """Used somewhere in the packages, the tests or the benchmarks, or an override of a base
+    class's method (``http.server`` also calls ``do_<METHOD>`` by name)."""
+    sources = [path for package in PACKAGES for path in _modules(package).values()]
+    sources += sorted((ROOT / "test").rglob("*.py")) + sorted((ROOT / "bench").rglob("*.py"))
+    used: set[str] = set()
+    for path in sources:
+        used |= _referenced(ast.parse(path.read_text(encoding="utf-8")))
+    unused = []
+    for package in (CORE, SIM):
+        for module, path in _modules(package).items():
+            if module.endswith("__main__"):
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+            if not classes:
+                continue
+            loaded = importlib.import_module(module)
+            for node in classes:
+                cls = getattr(loaded, node.name)
+                for item in node.body:
+                    if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        continue
+                    name = item.name
+                    if name.startswith("__") or name in used or name.startswith("do_"):
+                        continue
+                    if any(hasattr(base, name) for base in cls.__mro__[1:]):
+                        continue
+                    unused.append(f"{module}.{node.name}.{name}")
+    assert unused == []

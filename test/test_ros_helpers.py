@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
+from sequence_ai_core import redaction
 from sequence_ai_core.engine_config import RunConfig
 from sequence_ai_core.episode import Episode
 from sequence_ai_core.errors import OutOfCredit, Unavailable
@@ -438,6 +439,25 @@ def test_diagnostics_redact_the_key() -> None:
     )
     assert secret not in message and all(secret not in v for _, v in values)
     assert "***" in message
+
+
+@pytest.mark.parametrize("secret", ["Zq9", "X"])
+def test_diagnostics_redact_a_short_key_by_the_package_rule(secret: str) -> None:
+    """Diagnostics used to skip keys under 4 characters; one rule now, the client's."""
+    assert diagnostics.redact is redaction.redact
+    error = RuntimeError(f"server echoed {secret}")
+    _, message, values = diagnostics.evaluate(
+        health(input_problem=f"weird {secret}", error=error, secret=secret)
+    )
+    assert secret not in message and all(secret not in v for _, v in values)
+    assert redaction.redact(f"a {secret} b", secret) == "a *** b"
+
+
+def test_the_package_says_it_supports_both_distros() -> None:
+    import sequence_ai_ros
+
+    summary = (sequence_ai_ros.__doc__ or "").split("\n\n", 1)[0]
+    assert "Humble" in summary and "Jazzy" in summary, summary
 
 
 # ---------------------------------------------------------------------- inputs

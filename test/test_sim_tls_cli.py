@@ -123,6 +123,39 @@ def test_cli_refuses_to_run_without_a_key() -> None:
     assert "--api-key" in result.stderr
 
 
+@pytest.mark.parametrize("shape", ["older", "newer"])
+def test_cli_answers_a_cold_worker_in_the_error_shape_asked_for(shape: str) -> None:
+    """0.1.0 reads only the older warming body: ``sequence-ai sim --cold-start`` must be
+    able to send it, not only the Python API."""
+    extra = ("--error-shape", shape) if shape == "older" else ()
+    process = _start_cli("--api-key", TEST_KEY, "--cold-start", "60", "--latency", "0", *extra)
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        assert banner.startswith("gateway simulator on http://127.0.0.1:"), banner
+        assert ("older error bodies" in banner) == (shape == "older")
+        url = banner.split()[3]
+        headers = {"Authorization": f"Bearer {TEST_KEY}"}
+        act = httpx.post(f"{url}/v1/act", json=act_request(), headers=headers, timeout=10.0)
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=20.0)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
+    assert act.status_code == 503 and 0 < int(act.headers["Retry-After"]) <= 60
+    body = act.json()
+    if shape == "older":
+        assert set(body) == {"detail"}
+        detail = body["detail"]
+        assert detail["status"] == "warming_up" and 0 < detail["retry_after_s"] <= 60
+        assert detail["warming_job_id"] and "warming up" in detail["message"]
+    else:
+        assert body["code"] == "warming" and body["retryable"] is True
+        assert 0 < body["retry_after_s"] <= 60 and isinstance(body["detail"], str)
+
+
 def test_cli_arguments_match_the_documented_command() -> None:
     import argparse
 

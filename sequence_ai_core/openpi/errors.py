@@ -18,7 +18,7 @@ from ..errors import (
     Unavailable,
     error_from_response,
 )
-from ..redaction import redact_text
+from ..redaction import redact
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class Failure:
 
 def server_raised(text: str, close_code: int | None, secret: str, request_id: str) -> ServerRaised:
     """The error for a traceback frame: its last line as the message, itself as the body."""
-    trace = redact_text(text, secret)
+    trace = redact(text, secret)
     last = next((line for line in reversed(trace.strip().splitlines()) if line.strip()), "")
     return ServerRaised(
         f"openpi server raised during inference: {last[:300] or 'no message'}"
@@ -69,7 +69,7 @@ def typed_error(exc: BaseException, failure: Failure) -> SequencesError:
         return SequencesError("policy handle is closed", request_id=request_id)
     if failure.cancelled:
         return SequencesError("request aborted by cancel_requests()", request_id=request_id)
-    described = redact_text(f"{type(exc).__name__}: {exc}".strip(), failure.secret)
+    described = redact(f"{type(exc).__name__}: {exc}".strip(), failure.secret)
     if failure.timed_out or isinstance(exc, TimeoutError):
         return Unavailable(
             f"no complete answer from {url} within the {failure.timeout_s:g} s request deadline",
