@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, get_args
 
+from .limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
 from .types import FloatArray, Model
 
 #: Enough to sustain 0.50 s chunks at a 0.79 s refill, with headroom for a p99 of 2x median.
@@ -25,6 +26,30 @@ DEFAULT_FRESHNESS: Freshness = "round_trip"
 DEFAULT_STALL_TIMEOUT_S = 2.0
 #: What a tick did: played an action, waited for the first chunk, or found nothing to play.
 TickKind = Literal["action", "waiting", "underrun"]
+
+
+class InvalidSetting(ValueError):
+    """A setting a run cannot use: ``setting`` names it (an ``EngineConfig``/``RunConfig``
+    field or the ``connect()`` keyword of the same name), ``problem`` says why. A
+    ``ValueError``, as these always were; a driver with its own names for the settings (the
+    ROS node's parameters) reports ``setting`` under its name without parsing the text."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting} {problem}")
+        self.setting = setting
+        self.problem = problem
+
+
+def check_control_hz(hz: float | None) -> None:
+    """The one rule for a playback rate a caller sets (``connect``, ``EngineConfig``, the
+    node's parameter): None (the chunk's own rate) or the range a chunk may declare itself
+    (``limits``), so an override can never play at a rate no chunk would be accepted at."""
+    if hz is None:
+        return
+    number = isinstance(hz, (int, float)) and not isinstance(hz, bool)
+    if not (number and MIN_CONTROL_HZ <= hz <= MAX_CONTROL_HZ):  # NaN fails the comparison
+        bounds = f"[{MIN_CONTROL_HZ:g}, {MAX_CONTROL_HZ:g}]"
+        raise InvalidSetting("control_hz", f"must be in {bounds} Hz, got {hz!r}")
 
 
 @dataclass(frozen=True)
@@ -67,9 +92,7 @@ class EngineConfig:
         covers = self.expected_covers_s
         if covers is not None and not (math.isfinite(covers) and covers > 0):
             raise ValueError(f"expected_covers_s must be positive, got {covers}")
-        hz = self.control_hz
-        if hz is not None and not (math.isfinite(hz) and hz > 0):
-            raise ValueError(f"control_hz must be a positive finite number, got {hz}")
+        check_control_hz(self.control_hz)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from .backend import Backend, GatewayBackend
 from .credentials import resolve_api_key
-from .engine_config import EngineConfig, Freshness, RunConfig
+from .engine_config import EngineConfig, Freshness, RunConfig, check_control_hz
 from .errors import ChunkExhausted, ConfigurationError, SequencesError
-from .limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
 from .runner import run_policy
 from .source import DriverGuard
 from .transport import Transport, VerifyArg, resolve_base_url
@@ -42,9 +41,7 @@ class Policy:
     def __init__(
         self, model: str, backend: Backend | Transport, *, control_hz: float | None = None
     ) -> None:
-        if control_hz is not None and not MIN_CONTROL_HZ <= control_hz <= MAX_CONTROL_HZ:
-            bounds = f"[{MIN_CONTROL_HZ:g}, {MAX_CONTROL_HZ:g}]"
-            raise ValueError(f"control_hz must be in {bounds} Hz, got {control_hz}")
+        check_control_hz(control_hz)
         self.model = full_model_id(model)
         self.control_hz = control_hz
         self._backend: Backend = (

@@ -61,7 +61,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         "openpi observation profile for a ws:// base_url: droid | aloha | libero | a file.",
     ),
     ParamSpec("allow_insecure_http", "bool", False, "Allow plain http to a non-loopback host."),
-    ParamSpec("control_hz", "double", 0.0, "Playback rate; 0 = the chunk's own rate.", ">= 0"),
+    ParamSpec(
+        "control_hz", "double", 0.0, "Playback rate; 0 = the chunk's own rate.", "0 or 1..1000"
+    ),
     ParamSpec("joint_names", "string_array", None, "Arm joints read from joint_states, in order."),
     ParamSpec("camera_views", "string_array", None, "Model camera views, e.g. [exterior_1]."),
     ParamSpec("camera_topics", "string_array", None, "Image topic per view (same length)."),

@@ -8,7 +8,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sequence_ai_core.engine_config import FRESHNESS, Freshness, RunConfig, expected_covers_s
+from sequence_ai_core.engine_config import (
+    FRESHNESS,
+    Freshness,
+    InvalidSetting,
+    RunConfig,
+    check_control_hz,
+    expected_covers_s,
+)
 from sequence_ai_core.types import Model
 
 from . import outputs
@@ -105,6 +112,17 @@ def _finite(raw: Mapping[str, Any], name: str, *, minimum: float, strict: bool) 
     bad = not math.isfinite(value) or value < minimum or (strict and value == minimum)
     _require(not bad, name, f"must be {'>' if strict else '>='} {minimum:g}, got {value!r}")
     return value
+
+
+def _control_hz(raw: Mapping[str, Any]) -> float | None:
+    """0 is the chunk's own rate (None); any other value meets the core's rule for a rate,
+    so that connect() never refuses what configure accepted."""
+    hz = float(raw["control_hz"]) or None
+    try:
+        check_control_hz(hz)
+    except InvalidSetting as exc:
+        raise ParameterError("control_hz", f"{exc.problem} (or 0: the chunk's own rate)") from None
+    return hz
 
 
 def _int(raw: Mapping[str, Any], name: str, *, minimum: int, maximum: int | None = None) -> int:
@@ -254,7 +272,7 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         "image_size",
         f"must be [width, height] > 0, got {list(size)}",
     )
-    control_hz = _finite(raw, "control_hz", minimum=0.0, strict=False)
+    control_hz = _control_hz(raw)
     lower, upper, max_step = _limits(raw)
     trajectory_mode, trajectory_velocities, moving_end = _trajectory(raw, output_type)
     gripper_dims, gripper_joint, gripper_topic = _gripper(raw, joint_names, output_type)
@@ -263,7 +281,7 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         base_url=base_url or None,
         profile=profile or None,
         allow_insecure_http=bool(raw["allow_insecure_http"]),
-        control_hz=control_hz or None,
+        control_hz=control_hz,
         joint_names=joint_names,
         cameras=_cameras(raw),
         image_size=(size[0], size[1]),
