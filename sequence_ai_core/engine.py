@@ -54,7 +54,9 @@ __all__ = ["DEFAULT_MAX_IN_FLIGHT", "FRESHNESS", "EngineConfig", "Phase", "Playb
 class PlaybackEngine:
     """Tick-driven chunk playback with just-in-time, pipelined refills. See module docs.
 
-    An open engine is its source's driver (``source.DriverGuard``): constructing one while
+    The rate is the source's ``control_hz`` (``connect(control_hz=)``), else the config's,
+    else each chunk's own; ``config`` then holds the one in force. An open engine is its
+    source's driver (``source.DriverGuard``): constructing one while
     another driver holds the source raises ``SequencesError``; ``close()`` lets go.
     ``executor`` runs the requests (default: ``max_in_flight`` worker threads, created on
     the first request); one given is the caller's to shut down. A driver calls ``commit()``
@@ -73,7 +75,7 @@ class PlaybackEngine:
     ) -> None:
         source.guard.claim(self)  # first: nothing is set up for a driver that is refused
         self._source = source
-        self.config = config if config is not None else EngineConfig()
+        self.config = _with_source_rate(config if config is not None else EngineConfig(), source)
         self._clock = clock
         self._on_chunk = on_chunk
         self._on_underrun = on_underrun
@@ -397,3 +399,10 @@ class PlaybackEngine:
             return False
         limit, covers = self._load.limit, self.config.expected_covers_s
         return startup_refill_due(now - self._requests.last_start_at, in_flight, limit, covers)
+
+
+def _with_source_rate(config: EngineConfig, source: ChunkSource) -> EngineConfig:
+    """The source's rate wins over the config's, as ``run()`` documents; ``replace``
+    checks it by the config's rule (a source other than ``Policy`` may set anything)."""
+    hz = source.control_hz
+    return config if hz is None or hz == config.control_hz else replace(config, control_hz=hz)

@@ -122,12 +122,11 @@ def run_policy(
     if validate is None:
         _warn_unvalidated()
     entry = _catalogue_entry(policy)
-    hz = policy.control_hz or run_config.control_hz
-    run_config = replace(run_config, control_hz=hz)
     if run_config.prefetch and run_config.expected_covers_s is None and entry is not None:
         run_config = replace(run_config, expected_covers_s=expected_covers_s(entry))
     # the engine takes the one-driver guard: a second driver is refused before any act request
     engine = PlaybackEngine(policy, run_config, on_chunk=on_chunk, on_underrun=on_underrun)
+    hint = _period(engine.config.control_hz or (entry.control_hz if entry else None))
 
     def observe_checked() -> Observation | None:
         observation = observe()
@@ -144,7 +143,7 @@ def run_policy(
                 max_actions=max_actions,
                 validate=validate,
                 hold=hold,
-                period_hint_s=_period(hz or (entry.control_hz if entry else None)),
+                period_hint_s=hint,
                 stall_timeout_s=run_config.stall_timeout_s,
                 stop_event=policy.closed_event,
             )

@@ -9,8 +9,10 @@ import math
 import pytest
 from conftest import TEST_KEY
 
+from sequence_ai_core.engine import PlaybackEngine
 from sequence_ai_core.engine_config import EngineConfig, InvalidSetting, RunConfig
 from sequence_ai_core.policy import connect
+from sequence_ai_core.types import Observation, Proprioception
 from sequence_ai_sim import GatewaySimulator
 
 
@@ -37,3 +39,42 @@ def test_the_bounds_of_the_control_rate_are_taken(sim: GatewaySimulator, hz: flo
     assert EngineConfig(control_hz=hz).control_hz == hz
     with connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url, control_hz=hz) as policy:
         assert policy.control_hz == hz
+
+
+def _observation() -> Observation:
+    return Observation(proprioception=Proprioception(joint_positions=[0.0] * 7, gripper=0.5))
+
+
+def _first_chunk(engine: PlaybackEngine, at: float) -> None:
+    """The first request at t=0, answered (the simulator takes ~20 ms); it plays from ``at``."""
+    assert engine.tick(0.0, _observation).kind == "waiting"
+    assert engine.wait_idle(10.0)
+    played = engine.tick(at, _observation)
+    assert (played.kind, played.step_index) == ("action", 0)
+    engine.commit()
+
+
+def test_a_handles_rate_is_the_rate_a_hand_built_engine_plays_at(sim: GatewaySimulator) -> None:
+    """``connect(control_hz=20)``: a ``PlaybackEngine`` on that handle plays pi05-droid's
+    15 Hz chunks at 20 Hz, as ``run()`` on it does: step 2 is due 0.1 s after step 0."""
+    with (
+        connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url, control_hz=20.0) as policy,
+        PlaybackEngine(policy, clock=lambda: 0.0) as engine,
+    ):
+        _first_chunk(engine, at=0.2)
+        later = engine.tick(0.3, _observation)
+        assert later.step_index == 2  # at the chunk's own 15 Hz it would be step 1
+        assert engine.period_s == pytest.approx(1 / 20) and engine.config.control_hz == 20.0
+
+
+def test_the_handles_rate_wins_over_the_configs(sim: GatewaySimulator) -> None:
+    with (
+        connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url, control_hz=20.0) as policy,
+        PlaybackEngine(policy, EngineConfig(control_hz=30.0)) as engine,
+    ):
+        assert engine.config.control_hz == 20.0
+    with (
+        connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url) as policy,
+        PlaybackEngine(policy, EngineConfig(control_hz=30.0)) as engine,
+    ):
+        assert engine.config.control_hz == 30.0
