@@ -81,8 +81,10 @@ class PlaybackEngine:
         self._on_underrun = on_underrun
         self.action_space: str | None = None
         self.action_dim: int | None = None
-        hz = self.config.control_hz
-        self.period_s: float | None = 1.0 / hz if hz else None
+        #: The control period, this run's one owner of it: ``control_hz`` if given, else the
+        #: chunks' own rate, and before the first chunk the catalogue's (``EngineConfig``).
+        #: Drivers pace by it (``run()``, the node's timer); None while no rate is known.
+        self.period_s: float | None = self.config.period_s
         self.phase: Phase = "waiting"
         self._handed: Handed | None = None
         self._requests = InFlight(source, self.config, executor)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, TypeVar, get_args
 
 from .limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
 from .types import FloatArray, Model
@@ -40,22 +40,34 @@ class InvalidSetting(ValueError):
         self.problem = problem
 
 
-def check_control_hz(hz: float | None) -> None:
+def check_control_hz(hz: float | None, setting: str = "control_hz") -> None:
     """The one rule for a playback rate a caller sets (``connect``, ``EngineConfig``, the
     node's parameter): None (the chunk's own rate) or the range a chunk may declare itself
     (``limits``), so an override can never play at a rate no chunk would be accepted at."""
     if hz is None:
         return
-    number = isinstance(hz, (int, float)) and not isinstance(hz, bool)
-    if not (number and MIN_CONTROL_HZ <= hz <= MAX_CONTROL_HZ):  # NaN fails the comparison
+    if not _rate_in_range(hz):
         bounds = f"[{MIN_CONTROL_HZ:g}, {MAX_CONTROL_HZ:g}]"
-        raise InvalidSetting("control_hz", f"must be in {bounds} Hz, got {hz!r}")
+        raise InvalidSetting(setting, f"must be in {bounds} Hz, got {hz!r}")
+
+
+def _rate_in_range(hz: object) -> bool:
+    if isinstance(hz, bool) or not isinstance(hz, (int, float)):
+        return False
+    return MIN_CONTROL_HZ <= hz <= MAX_CONTROL_HZ  # NaN fails the comparison
+
+
+_Config = TypeVar("_Config", bound="EngineConfig")
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     """``prefetch=False`` is the strictly closed loop (request only when nothing is left to
-    play). ``control_hz`` overrides the chunk's rate; ``options`` go to ``/v1/act``."""
+    play). ``control_hz`` overrides the chunk's rate; ``options`` go to ``/v1/act``.
+
+    The control period is the engine's (``PlaybackEngine.period_s``): ``control_hz`` if
+    given, else the chunks' own rate, and before the first chunk the catalogue's
+    (``expected_control_hz``; ``period_s`` here is where a run starts)."""
 
     prefetch: bool = True
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
@@ -72,6 +84,10 @@ class EngineConfig:
     #: at the smallest lag the refills sustain: fresher plans for more requests (the lag is
     #: derived in ``timing``; measured in bench/results/freshness.md).
     freshness: Freshness = DEFAULT_FRESHNESS
+    #: The catalogue's rate (``Model.control_hz``): the control period until the first chunk
+    #: says its own, so that a driver's waiting ticks, and with them the first observations,
+    #: fall on the grid the plan plays on (an anchor off it costs up to a step at a seam).
+    expected_control_hz: float | None = None
     #: Back off while the gateway queues (one request in flight; see ``load``).
     backoff: bool = True
 
@@ -93,6 +109,26 @@ class EngineConfig:
         if covers is not None and not (math.isfinite(covers) and covers > 0):
             raise ValueError(f"expected_covers_s must be positive, got {covers}")
         check_control_hz(self.control_hz)
+        check_control_hz(self.expected_control_hz, "expected_control_hz")
+
+    @property
+    def period_s(self) -> float | None:
+        """The control period a run starts at: ``control_hz``, else the catalogue's rate;
+        None when neither is known (the first chunk will tell)."""
+        hz = self.control_hz or self.expected_control_hz
+        return 1.0 / hz if hz else None
+
+    def with_catalogue(self: _Config, model: Model | None) -> _Config:
+        """This config with what the model's catalogue entry says about its chunks (their
+        length and rate), where the config does not say already."""
+        if model is None:
+            return self
+        covers, hz = self.expected_covers_s, self.expected_control_hz
+        return replace(
+            self,
+            expected_covers_s=covers if covers is not None else expected_covers_s(model),
+            expected_control_hz=hz if hz is not None else expected_control_hz(model),
+        )
 
 
 @dataclass(frozen=True)
@@ -147,3 +183,8 @@ def expected_covers_s(model: Model) -> float | None:
     seam for chunks shorter than the round trip."""
     covers = model.covers_seconds
     return covers if math.isfinite(covers) and covers > 0 else None
+
+
+def expected_control_hz(model: Model) -> float | None:
+    """The catalogue entry's rate, or None when it gives none a chunk could have."""
+    return model.control_hz if _rate_in_range(model.control_hz) else None

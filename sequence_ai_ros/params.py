@@ -14,7 +14,6 @@ from sequence_ai_core.engine_config import (
     InvalidSetting,
     RunConfig,
     check_control_hz,
-    expected_covers_s,
 )
 from sequence_ai_core.types import Model
 
@@ -353,6 +352,7 @@ def check_against_model(
 
 def run_config(config: NodeConfig, model: Model) -> RunConfig:
     """The engine and episode settings of an episode: the ``RUN_PARAMETERS``, and the chunk
-    length from the catalogue so that the first requests stagger (0.50/0.64 s models)."""
+    length and rate from the catalogue (the first requests stagger on 0.50/0.64 s models;
+    the engine's period before the first chunk is the catalogue's)."""
     settings = {name: getattr(config, name) for name in RUN_PARAMETERS}
-    return RunConfig(**settings, expected_covers_s=expected_covers_s(model))
+    return RunConfig(**settings).with_catalogue(model)

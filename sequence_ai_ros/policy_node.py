@@ -1,8 +1,9 @@
 """The lifecycle node: the same PlaybackEngine as ``Policy.run()``, driven by a ROS timer.
 
-configure opens the connection and creates every interface; activate enables the publishers
-and starts the timer; deactivate, cleanup and shutdown stop the episode and hold. Each timer
-tick asks the engine for the step due now, checks it, and publishes it or holds.
+configure opens the connection and creates every interface; activate enables the publishers;
+an episode starts the timer at the engine's control period; deactivate, cleanup and shutdown
+stop the episode and hold. Each tick asks the engine for the step due now, checks it, and
+publishes it or holds.
 """
 
 from __future__ import annotations
@@ -31,12 +32,16 @@ from sequence_ai_core.types import ABSOLUTE_SPACES, ActionChunk
 from . import diagnostics, params, rclpy_guards
 from .episode import Episodes
 from .health_publisher import HealthPublisher
-from .node_io import NodeIO, default_period
+from .node_io import NodeIO
 from .safety import SafetyChecks, checks_from_config
 
 #: Where the node reads an openpi server's key (sent as ``Authorization: Api-Key``); the
 #: gateway's key is never sent to an openpi server.
 OPENPI_KEY_ENV = "OPENPI_API_KEY"
+
+#: The timer's period while the engine knows no rate (no control_hz parameter, a catalogue
+#: entry without one, no chunk yet): how often it looks for the first chunk; not a period.
+NO_RATE_POLL_S = 0.1
 
 #: The lifecycle state each transition leads to when its callback succeeds (diagnostics).
 _AFTER = {
@@ -75,7 +80,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._safety: SafetyChecks | None = None
         self._secret: str | None = None
         self._timer: Any = None
-        self._default_period = 0.0
         self._last_outcome: RunOutcome | None = None
         self._last_error: BaseException | None = None
 
@@ -115,7 +119,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         result = super().on_activate(state)  # enables the lifecycle publishers
         if result != TransitionCallbackReturn.SUCCESS:
             return result
-        result = self._guarded("activate", self._activate)
+        result = self._guarded("activate", lambda: True)  # the timer starts with an episode
         if result == TransitionCallbackReturn.SUCCESS and self.config and self.config.autostart:
             self._autostart()
         return result
@@ -189,7 +193,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             config, model.action_dim, model.camera_views, self.get_logger().warning
         )
         self._safety = checks_from_config(config, model.action_dim)
-        self._default_period = default_period(config, model)  # catalogue may lack control_hz
         self.config = config
         self.io = NodeIO(self, config, model, controller=self, playing=self._playing_chunk)
         self.io.create()
@@ -198,10 +201,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             f"configured {model.id}: {model.action_dim} dims at {model.control_hz:g} Hz, "
             f"output {config.output_type}"
         )
-        return True
-
-    def _activate(self) -> bool:
-        self._set_timer(self._default_period)
         return True
 
     def _deactivate(self, why: str) -> bool:
@@ -252,6 +251,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self.engine = engine
         self._last_error = None
         io.begin_episode()
+        self._set_timer(engine.period_s or NO_RATE_POLL_S)  # the engine's period, from tick 1
         self.get_logger().info(f"episode {self.episodes.number} started")
         return None
 
@@ -342,9 +342,9 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
                 self.get_logger().error(self._redact(traceback.format_exc()))
             self.stop_episode(None, detail=str(exc), error=exc)
             return
-        period = engine.period_s or self._default_period
+        period = engine.period_s or NO_RATE_POLL_S
         if abs(period - self.timer_period) > 1e-6:  # the timer keeps whole nanoseconds
-            self._set_timer(period)  # the chunk's rate differs from the catalogue's
+            self._set_timer(period)  # the first chunk told the rate, or it differs a little
         if tick.new_chunk:
             io.publish_chunk(engine)
         if tick.action is None:

@@ -5,6 +5,7 @@ built by hand."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from conftest import TEST_KEY
@@ -78,3 +79,43 @@ def test_the_handles_rate_wins_over_the_configs(sim: GatewaySimulator) -> None:
         PlaybackEngine(policy, EngineConfig(control_hz=30.0)) as engine,
     ):
         assert engine.config.control_hz == 30.0
+
+
+def test_the_engine_owns_the_period_from_the_catalogue_until_the_chunks_say_theirs(
+    sim: GatewaySimulator,
+) -> None:
+    """Before the first chunk the period is the catalogue's (here a wrong 10 Hz, to tell
+    them apart); from the first chunk on, the chunk's own 15 Hz."""
+    with (
+        connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url) as policy,
+        PlaybackEngine(policy, EngineConfig(expected_control_hz=10.0)) as engine,
+    ):
+        assert engine.period_s == pytest.approx(0.1)
+        _first_chunk(engine, at=0.2)
+        assert engine.period_s == pytest.approx(1 / 15)
+
+
+@pytest.mark.parametrize(
+    ("config", "period"),
+    [
+        (EngineConfig(), None),  # no rate known: the first chunk will tell
+        (EngineConfig(expected_control_hz=15.0), 1 / 15),
+        (EngineConfig(control_hz=20.0, expected_control_hz=15.0), 1 / 20),
+        (RunConfig(control_hz=20.0), 1 / 20),
+    ],
+)
+def test_the_period_a_run_starts_at(config: EngineConfig, period: float | None) -> None:
+    assert config.period_s == (pytest.approx(period) if period else None)
+
+
+def test_the_catalogue_fills_what_a_config_leaves_open(sim: GatewaySimulator) -> None:
+    with connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url) as policy:
+        entry = policy.describe()
+    filled = RunConfig(stall_timeout_s=5.0).with_catalogue(entry)
+    assert isinstance(filled, RunConfig) and filled.stall_timeout_s == 5.0
+    assert (filled.expected_control_hz, filled.expected_covers_s) == (15.0, 1.0)
+    given = EngineConfig(expected_control_hz=30.0, expected_covers_s=0.5).with_catalogue(entry)
+    assert (given.expected_control_hz, given.expected_covers_s) == (30.0, 0.5)
+    no_rate = replace(entry, control_hz=0.0, action_horizon=0)
+    assert EngineConfig().with_catalogue(no_rate) == EngineConfig()
+    assert EngineConfig().with_catalogue(None) == EngineConfig()

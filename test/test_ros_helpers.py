@@ -9,12 +9,15 @@ from typing import Any
 import humble_messages as messages
 import numpy as np
 import pytest
+from conftest import TEST_KEY
 from PIL import Image as PILImage
 
+from sequence_ai_core.engine import PlaybackEngine
 from sequence_ai_core.engine_config import RunConfig
 from sequence_ai_core.episode import Episode
 from sequence_ai_core.errors import OutOfCredit, Unavailable
 from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.policy import connect
 from sequence_ai_core.stats import Handed, PlaybackStats
 from sequence_ai_core.types import Model
 from sequence_ai_ros import conversions as conv
@@ -23,6 +26,7 @@ from sequence_ai_ros.episode import Episodes
 from sequence_ai_ros.hold import hold_command
 from sequence_ai_ros.inputs import InputStore, RawImage
 from sequence_ai_ros.safety import SafetyChecks, load_validator
+from sequence_ai_sim import GatewaySimulator
 
 JOINTS = [f"j{i}" for i in range(7)]
 
@@ -54,7 +58,7 @@ def test_the_node_settings_are_the_core_run_config() -> None:
     """One dataclass drives run() and the node: same fields, same defaults."""
     entry = Model("accounts/x/models/m", "m", "act", "a", "r", 7, 15, 30.0, ("exterior_1",))
     settings = params.run_config(params.parse(raw_params()), entry)
-    assert settings == RunConfig(expected_covers_s=0.5)
+    assert settings == RunConfig(expected_covers_s=0.5, expected_control_hz=30.0)
     changed = params.run_config(params.parse(raw_params(max_in_flight=1, control_hz=20.0)), entry)
     assert (changed.max_in_flight, changed.control_hz) == (1, 20.0)
     assert set(params.RUN_PARAMETERS) <= {f.name for f in fields(RunConfig)}
@@ -488,3 +492,21 @@ def test_arm_stale_ends_motion_on_an_old_or_unusable_reading_not_before_the_firs
     assert store.arm_stale(0.5) == "joint_states is 0.51 s old (max_observation_age_s=0.5)"
     store.on_joint_state(["a", "b"], [0.1, float("nan")], [])
     assert store.arm_stale(0.5) == "joint_states has non-finite positions"
+
+
+@pytest.mark.parametrize(
+    ("control_hz", "catalogue_hz", "period"),
+    [(20.0, 15.0, 1 / 20), (0.0, 15.0, 1 / 15), (0.0, 0.0, None)],
+)
+def test_the_nodes_timer_period_is_the_engines(
+    sim: GatewaySimulator, control_hz: float, catalogue_hz: float, period: float | None
+) -> None:
+    """The node's timer runs at ``engine.period_s`` from an episode's first tick: the
+    parameter, else the catalogue's rate; only with neither does it poll for the first chunk."""
+    entry = Model("accounts/x/models/m", "m", "act", "a", "r", 7, 15, catalogue_hz, ("v",))
+    settings = params.run_config(params.parse(raw_params(control_hz=control_hz)), entry)
+    with (
+        connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url) as policy,
+        PlaybackEngine(policy, settings) as engine,
+    ):
+        assert engine.period_s == (pytest.approx(period) if period else None)
