@@ -51,6 +51,13 @@ def check_control_hz(hz: float | None, setting: str = "control_hz") -> None:
         raise InvalidSetting(setting, f"must be in {bounds} Hz, got {hz!r}")
 
 
+def check_stall_timeout(bound: float) -> None:
+    """The one rule for ``stall_timeout_s`` (``RunConfig``, ``Episode``, ``drive``): every
+    episode's empty plan is bounded, so the bound is positive and finite."""
+    if isinstance(bound, bool) or not (isinstance(bound, (int, float)) and 0 < bound < math.inf):
+        raise InvalidSetting("stall_timeout_s", f"must be positive and finite, got {bound!r}")
+
+
 def _rate_in_range(hz: object) -> bool:
     if isinstance(hz, bool) or not isinstance(hz, (int, float)):
         return False
@@ -141,11 +148,7 @@ class RunConfig(EngineConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        bound = self.stall_timeout_s
-        if isinstance(bound, bool) or not (
-            isinstance(bound, (int, float)) and 0 < bound < math.inf
-        ):
-            raise ValueError(f"stall_timeout_s must be positive and finite, got {bound!r}")
+        check_stall_timeout(self.stall_timeout_s)
 
     @classmethod
     def of(cls, config: EngineConfig | None) -> RunConfig:

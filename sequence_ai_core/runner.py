@@ -158,7 +158,7 @@ def drive(
     hold: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    stall_timeout_s: float | None = None,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     stop_event: threading.Event | None = None,
 ) -> RunOutcome:
     """The paced loop shared by ``run_policy`` and the benchmark baselines.
