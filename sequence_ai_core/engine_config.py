@@ -58,6 +58,15 @@ def check_stall_timeout(bound: float) -> None:
         raise InvalidSetting("stall_timeout_s", f"must be positive and finite, got {bound!r}")
 
 
+def _require(ok: bool, setting: str, problem: str) -> None:
+    if not ok:
+        raise InvalidSetting(setting, problem)
+
+
+def _count(value: int, minimum: int) -> bool:
+    return not isinstance(value, bool) and value >= minimum
+
+
 def _rate_in_range(hz: object) -> bool:
     if isinstance(hz, bool) or not isinstance(hz, (int, float)):
         return False
@@ -104,17 +113,16 @@ class EngineConfig:
             object.__setattr__(self, "options", {})
         elif not isinstance(given, Mapping):
             raise TypeError(f"options must be a mapping of model options, got {given!r}")
-        if self.freshness not in FRESHNESS:
-            raise ValueError(f"freshness must be one of {FRESHNESS}, got {self.freshness!r}")
-        if isinstance(self.max_in_flight, bool) or self.max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be >= 1, got {self.max_in_flight}")
-        if isinstance(self.smooth_seam, bool) or self.smooth_seam < 0:
-            raise ValueError(f"smooth_seam must be >= 0, got {self.smooth_seam}")
-        if not (math.isfinite(self.startup_timeout_s) and self.startup_timeout_s >= 0):
-            raise ValueError(f"startup_timeout_s must be >= 0, got {self.startup_timeout_s}")
+        fresh, in_flight, seam = self.freshness, self.max_in_flight, self.smooth_seam
+        _require(fresh in FRESHNESS, "freshness", f"must be one of {FRESHNESS}, got {fresh!r}")
+        _require(_count(in_flight, 1), "max_in_flight", f"must be >= 1, got {in_flight}")
+        _require(_count(seam, 0), "smooth_seam", f"must be >= 0, got {seam}")
+        startup = self.startup_timeout_s
+        ok = math.isfinite(startup) and startup >= 0
+        _require(ok, "startup_timeout_s", f"must be >= 0, got {startup}")
         covers = self.expected_covers_s
-        if covers is not None and not (math.isfinite(covers) and covers > 0):
-            raise ValueError(f"expected_covers_s must be positive, got {covers}")
+        ok = covers is None or (math.isfinite(covers) and covers > 0)
+        _require(ok, "expected_covers_s", f"must be positive, got {covers}")
         check_control_hz(self.control_hz)
         check_control_hz(self.expected_control_hz, "expected_control_hz")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from sequence_ai_core.engine_config import FRESHNESS, RunConfig
@@ -20,17 +20,7 @@ from .trajectories import TRAJECTORY_MODES
 
 #: The engine and episode settings, whose defaults are the core's (one source for both drivers).
 _RUN = RunConfig()
-#: Node parameters that are ``RunConfig`` fields of the same name (``run_config``); control_hz
-#: too, where the parameter's 0 means the chunk's own rate (None).
-RUN_PARAMETERS = (
-    "prefetch",
-    "max_in_flight",
-    "freshness",
-    "smooth_seam",
-    "startup_timeout_s",
-    "stall_timeout_s",
-    "control_hz",
-)
+_RUN_FIELDS = {field.name for field in fields(RunConfig)}
 IMAGE_ENCODINGS = ("raw", "compressed")
 # A parameter with one of these names would put a secret into the parameter server, where
 # `ros2 param dump` and rosbag record it. The key comes from the environment or a 0600 file.
@@ -147,6 +137,11 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("gripper_topic", "string", "", "Publish gripper dims here instead of on action."),
     ParamSpec("seam_warn", "double", 0.2, "Seam jump above which diagnostics warn.", "> 0"),
 )
+
+
+#: The parameters that are ``RunConfig`` fields of the same name, parsed into one
+#: (``params.NodeConfig.run``); control_hz too, where the parameter's 0 means None.
+RUN_PARAMETERS = tuple(spec.name for spec in PARAMETERS if spec.name in _RUN_FIELDS)
 
 
 def secret_parameter_names(names: Sequence[str]) -> list[str]:

@@ -6,16 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from sequence_ai_core.engine_config import (
-    FRESHNESS,
-    Freshness,
-    InvalidSetting,
-    RunConfig,
-    check_control_hz,
-)
-from sequence_ai_core.types import Model
+from sequence_ai_core.engine_config import InvalidSetting, RunConfig
 
 from . import outputs
 from .declarations import (
@@ -36,7 +29,6 @@ __all__ = [
     "ParameterError",
     "check_against_model",
     "parse",
-    "run_config",
     "secret_parameter_names",
 ]
 
@@ -62,7 +54,9 @@ class NodeConfig:
     model: str
     base_url: str | None
     allow_insecure_http: bool
-    control_hz: float | None
+    #: The engine and episode settings (``RUN_PARAMETERS``), as ``run()`` takes them; each
+    #: episode adds the catalogue's chunk length and rate (``RunConfig.with_catalogue``).
+    run: RunConfig
     joint_names: tuple[str, ...]
     cameras: tuple[CameraInput, ...]
     image_size: tuple[int, int]
@@ -74,12 +68,6 @@ class NodeConfig:
     allow_nonzero_velocity_at_trajectory_end: bool
     max_actions: int
     autostart: bool
-    prefetch: bool
-    max_in_flight: int
-    freshness: Freshness
-    smooth_seam: int
-    startup_timeout_s: float
-    stall_timeout_s: float
     max_observation_age_s: float
     lower_limits: tuple[float, ...]
     upper_limits: tuple[float, ...]
@@ -113,15 +101,22 @@ def _finite(raw: Mapping[str, Any], name: str, *, minimum: float, strict: bool) 
     return value
 
 
-def _control_hz(raw: Mapping[str, Any]) -> float | None:
-    """0 is the chunk's own rate (None); any other value meets the core's rule for a rate,
-    so that connect() never refuses what configure accepted."""
-    hz = float(raw["control_hz"]) or None
+#: A declared parameter's value as its ``RunConfig`` field takes it (ROS may hand an
+#: integer to a double parameter; rclpy_guards refuses any other mismatch).
+_CAST: dict[str, Callable[[Any], Any]] = {"bool": bool, "integer": int, "double": float}
+_KINDS = {spec.name: spec.kind for spec in PARAMETERS}
+
+
+def _run(raw: Mapping[str, Any]) -> RunConfig:
+    """The ``RUN_PARAMETERS`` as one ``RunConfig``, checked by the core's own rules (the same
+    as ``run()``'s), whose error names the setting: the parameter of the same name."""
+    settings = {name: _CAST.get(_KINDS[name], str)(raw[name]) for name in RUN_PARAMETERS}
+    settings["control_hz"] = settings["control_hz"] or None  # 0: the chunk's own rate
     try:
-        check_control_hz(hz)
+        return RunConfig(**settings)
     except InvalidSetting as exc:
-        raise ParameterError("control_hz", f"{exc.problem} (or 0: the chunk's own rate)") from None
-    return hz
+        note = " (or 0: the chunk's own rate)" if exc.setting == "control_hz" else ""
+        raise ParameterError(exc.setting, exc.problem + note) from None
 
 
 def _int(raw: Mapping[str, Any], name: str, *, minimum: int, maximum: int | None = None) -> int:
@@ -219,7 +214,9 @@ def _gripper(
     return dims, joint, topic
 
 
-def _trajectory(raw: Mapping[str, Any], output_type: str) -> tuple[str, bool, bool]:
+def _trajectory(
+    raw: Mapping[str, Any], output_type: str, smooth_seam: int
+) -> tuple[str, bool, bool]:
     """joint_trajectory output must be accepted by Humble's and Jazzy's default controller,
     or name the controller parameter that makes it acceptable."""
     mode = _choice(raw, "trajectory_mode", TRAJECTORY_MODES)
@@ -236,7 +233,7 @@ def _trajectory(raw: Mapping[str, Any], output_type: str) -> tuple[str, bool, bo
         "controller and on this node, or trajectory_velocities: false, or trajectory_mode: chunk",
     )
     _require(
-        mode != "chunk" or int(raw["smooth_seam"]) == 0,
+        mode != "chunk" or smooth_seam == 0,
         "smooth_seam",
         "must be 0 with trajectory_mode=chunk: the controller plays the planned steps as sent",
     )
@@ -271,16 +268,18 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         "image_size",
         f"must be [width, height] > 0, got {list(size)}",
     )
-    control_hz = _control_hz(raw)
+    run = _run(raw)
     lower, upper, max_step = _limits(raw)
-    trajectory_mode, trajectory_velocities, moving_end = _trajectory(raw, output_type)
+    trajectory_mode, trajectory_velocities, moving_end = _trajectory(
+        raw, output_type, run.smooth_seam
+    )
     gripper_dims, gripper_joint, gripper_topic = _gripper(raw, joint_names, output_type)
     return NodeConfig(
         model=model,
         base_url=base_url or None,
         profile=profile or None,
         allow_insecure_http=bool(raw["allow_insecure_http"]),
-        control_hz=control_hz,
+        run=run,
         joint_names=joint_names,
         cameras=_cameras(raw),
         image_size=(size[0], size[1]),
@@ -292,12 +291,6 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         allow_nonzero_velocity_at_trajectory_end=moving_end,
         max_actions=_int(raw, "max_actions", minimum=1),
         autostart=bool(raw["autostart"]),
-        prefetch=bool(raw["prefetch"]),
-        max_in_flight=_int(raw, "max_in_flight", minimum=1),
-        freshness=cast(Freshness, _choice(raw, "freshness", FRESHNESS)),
-        smooth_seam=_int(raw, "smooth_seam", minimum=0),
-        startup_timeout_s=_finite(raw, "startup_timeout_s", minimum=0.0, strict=False),
-        stall_timeout_s=_finite(raw, "stall_timeout_s", minimum=0.0, strict=True),
         max_observation_age_s=_finite(raw, "max_observation_age_s", minimum=0.0, strict=True),
         lower_limits=lower,
         upper_limits=upper,
@@ -348,11 +341,3 @@ def check_against_model(
     missing = [v for v in camera_views if v not in {c.view for c in config.cameras}]
     if missing:
         warn(f"camera views {missing} of the model have no topic; requests go without them")
-
-
-def run_config(config: NodeConfig, model: Model) -> RunConfig:
-    """The engine and episode settings of an episode: the ``RUN_PARAMETERS``, and the chunk
-    length and rate from the catalogue (the first requests stagger on 0.50/0.64 s models;
-    the engine's period before the first chunk is the catalogue's)."""
-    settings = {name: getattr(config, name) for name in RUN_PARAMETERS}
-    return RunConfig(**settings).with_catalogue(model)

@@ -184,9 +184,8 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             api_key=self._secret,
             base_url=config.base_url if config.profile is None else None,
             profile=config.profile,
-            control_hz=config.control_hz,
             allow_insecure_http=config.allow_insecure_http,
-            max_connections=config.max_in_flight + 2,
+            max_connections=config.run.max_in_flight + 2,
         )
         model = self._policy.describe()
         params.check_against_model(
@@ -238,14 +237,15 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if problem:
             return problem
         # Built before the episode counts as started: a refusal here leaves nothing running.
-        engine = PlaybackEngine(policy, params.run_config(config, policy.describe()))
+        settings = config.run.with_catalogue(policy.describe())
+        engine = PlaybackEngine(policy, settings)
         self.episodes.start(
             Episode(
                 engine,
                 max_actions=config.max_actions,
                 hold=lambda: io.hold(early=True),
                 hold_underrun=io.hold_underrun,  # absolute targets hold by themselves
-                stall_timeout_s=config.stall_timeout_s,
+                stall_timeout_s=settings.stall_timeout_s,
             )
         )
         self.engine = engine

@@ -180,4 +180,4 @@ def test_control_hz_zero_is_the_chunks_own_rate_and_the_bounds_are_taken(
     hz: float, parsed: float | None
 ) -> None:
     values = node_parameters(ROOT / "config" / "pi05_droid.yaml")
-    assert params.parse({**values, "control_hz": hz}).control_hz == parsed
+    assert params.parse({**values, "control_hz": hz}).run.control_hz == parsed
