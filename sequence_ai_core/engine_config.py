@@ -51,6 +51,26 @@ def check_control_hz(hz: float | None, setting: str = "control_hz") -> None:
         raise InvalidSetting(setting, f"must be in {bounds} Hz, got {hz!r}")
 
 
+def connections_for(max_in_flight: int) -> int:
+    """Connections a handle's pool needs for ``max_in_flight`` refills: one each, since a
+    refill that waits for a free connection starts late by that wait, plus one for the
+    catalogue lookup (``describe()``, unguarded: another thread may make it meanwhile)."""
+    return max_in_flight + 1
+
+
+def check_pool(max_in_flight: int, max_connections: int | None) -> None:
+    """Refuse ``max_in_flight`` refills on a pool too small for them (``connections_for``);
+    ``max_connections`` None is a pool of unknown size (a ``Policy`` built by hand)."""
+    needed = connections_for(max_in_flight)
+    if max_connections is not None and needed > max_connections:
+        raise InvalidSetting(
+            "max_in_flight",
+            f"is {max_in_flight}, which needs {needed} connections (one per refill and one "
+            f"for the catalogue) but the handle has max_connections={max_connections}: "
+            f"connect(max_connections={needed}) or max_in_flight <= {max_connections - 1}",
+        )
+
+
 def check_stall_timeout(bound: float) -> None:
     """The one rule for ``stall_timeout_s`` (``RunConfig``, ``Episode``, ``drive``): every
     episode's empty plan is bounded, so the bound is positive and finite."""

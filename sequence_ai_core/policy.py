@@ -39,11 +39,19 @@ class Policy:
     """
 
     def __init__(
-        self, model: str, backend: Backend | Transport, *, control_hz: float | None = None
+        self,
+        model: str,
+        backend: Backend | Transport,
+        *,
+        control_hz: float | None = None,
+        max_connections: int | None = None,
     ) -> None:
         check_control_hz(control_hz)
         self.model = full_model_id(model)
         self.control_hz = control_hz
+        #: The size of the backend's pool (``connect(max_connections=)``), None if unknown:
+        #: ``run()`` refuses a ``max_in_flight`` it cannot serve (``engine_config.check_pool``).
+        self.max_connections = max_connections
         self._backend: Backend = (
             GatewayBackend(backend) if isinstance(backend, Transport) else backend
         )
@@ -226,7 +234,8 @@ def connect(
     raise ``ConfigurationError`` here, before anything is sent.
 
     ``max_connections`` must cover the engine's ``max_in_flight`` refills plus one catalogue
-    lookup, or a refill would wait for a free connection.
+    lookup (``engine_config.connections_for``), or a refill would wait for a free
+    connection: ``run()`` refuses a ``max_in_flight`` this pool cannot serve.
     """
     if model.strip().lower().startswith(OPENPI_SCHEMES):
         base_url, model = model.strip(), ""
@@ -260,7 +269,7 @@ def connect(
         )
         name = model
     try:
-        return Policy(name, backend, control_hz=control_hz)
+        return Policy(name, backend, control_hz=control_hz, max_connections=max_connections)
     except BaseException:
         backend.close()
         raise

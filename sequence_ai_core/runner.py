@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .engine import PlaybackEngine, Tick
-from .engine_config import DEFAULT_STALL_TIMEOUT_S, EngineConfig, RunConfig
+from .engine_config import DEFAULT_STALL_TIMEOUT_S, EngineConfig, RunConfig, check_pool
 from .episode import Episode, check_max_actions
 from .errors import SequencesError
 from .outcome import RunOutcome
@@ -73,6 +73,10 @@ class Player(Protocol):
 
 class RunnableSource(ChunkSource, Protocol):
     """What ``run_policy`` needs beyond a ``ChunkSource``: ``Policy`` is one."""
+
+    @property
+    def max_connections(self) -> int | None:
+        """The size of the source's connection pool, None if unknown."""
 
     @property
     def closed_event(self) -> threading.Event:
@@ -119,6 +123,7 @@ def run_policy(
     """
     check_max_actions(max_actions)
     run_config = RunConfig.of(config)  # checked when it was built, before any I/O
+    check_pool(run_config.max_in_flight, policy.max_connections)
     if validate is None:
         _warn_unvalidated()
     run_config = run_config.with_catalogue(_catalogue_entry(policy))

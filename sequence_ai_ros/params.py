@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sequence_ai_core.engine_config import InvalidSetting, RunConfig
+from sequence_ai_core.engine_config import InvalidSetting, RunConfig, connections_for
 
 from . import outputs
 from .declarations import (
@@ -28,6 +28,7 @@ __all__ = [
     "ParamSpec",
     "ParameterError",
     "check_against_model",
+    "connect_arguments",
     "parse",
     "secret_parameter_names",
 ]
@@ -341,3 +342,16 @@ def check_against_model(
     missing = [v for v in camera_views if v not in {c.view for c in config.cameras}]
     if missing:
         warn(f"camera views {missing} of the model have no topic; requests go without them")
+
+
+def connect_arguments(config: NodeConfig) -> dict[str, Any]:
+    """``connect()``'s arguments but the key: the gateway's model, or an openpi server by
+    its URL; the pool sized by the core's rule for ``max_in_flight`` refills."""
+    openpi = config.profile is not None
+    return {
+        "model": str(config.base_url) if openpi else config.model,
+        "base_url": None if openpi else config.base_url,
+        "profile": config.profile,
+        "allow_insecure_http": config.allow_insecure_http,
+        "max_connections": connections_for(config.run.max_in_flight),
+    }

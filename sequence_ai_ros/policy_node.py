@@ -179,14 +179,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
                     "no API key in $SEQUENCES_API_KEY or the credentials file; "
                     "requests go without one"
                 )
-        self._policy = connect(
-            config.model if config.profile is None else str(config.base_url),
-            api_key=self._secret,
-            base_url=config.base_url if config.profile is None else None,
-            profile=config.profile,
-            allow_insecure_http=config.allow_insecure_http,
-            max_connections=config.run.max_in_flight + 2,
-        )
+        self._policy = connect(api_key=self._secret, **params.connect_arguments(config))
         model = self._policy.describe()
         params.check_against_model(
             config, model.action_dim, model.camera_views, self.get_logger().warning
@@ -270,9 +263,13 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if not end.early and self.io is not None and self.io.action_space not in ABSOLUTE_SPACES:
             self.io.hold(early=False)
         if self.engine is not None:
-            # Never block the executor on an HTTP exchange still in flight (up to timeout_s).
+            # Never block the executor on an HTTP exchange still in flight (up to timeout_s);
+            # abort it, as run() does: an exchange outliving its episode would hold one of
+            # the connections the next episode's refills are counted on (connections_for).
             self.engine.close(wait=False)
             self.engine = None
+            if self._policy is not None:
+                self._policy.cancel_requests()
         self._last_error = error
         text = self._redact(
             f"episode {end.number} ended: {end.reason}{f' ({end.detail})' if end.detail else ''}; "

@@ -11,10 +11,16 @@ import pytest
 from conftest import TEST_KEY
 
 from sequence_ai_core.engine import PlaybackEngine
-from sequence_ai_core.engine_config import EngineConfig, InvalidSetting, RunConfig
-from sequence_ai_core.policy import connect
+from sequence_ai_core.engine_config import (
+    DEFAULT_MAX_IN_FLIGHT,
+    EngineConfig,
+    InvalidSetting,
+    RunConfig,
+    connections_for,
+)
+from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.types import Observation, Proprioception
-from sequence_ai_sim import GatewaySimulator
+from sequence_ai_sim import GatewaySimulator, SimulatedArm
 
 
 @pytest.mark.parametrize("hz", [0.5, 0.0, -15.0, 1000.5, 2000.0, math.nan, math.inf])
@@ -119,3 +125,42 @@ def test_the_catalogue_fills_what_a_config_leaves_open(sim: GatewaySimulator) ->
     no_rate = replace(entry, control_hz=0.0, action_horizon=0)
     assert EngineConfig().with_catalogue(no_rate) == EngineConfig()
     assert EngineConfig().with_catalogue(None) == EngineConfig()
+
+
+def _run(policy: Policy, **settings: object) -> str:
+    arm = SimulatedArm("pi05-droid", image_size=(32, 32))
+    outcome = policy.run(
+        arm.observe,
+        arm.act,
+        max_actions=3,
+        validate=lambda a: True,
+        **settings,  # type: ignore[arg-type]
+    )
+    return outcome.reason
+
+
+@pytest.mark.parametrize("max_in_flight", [8, 9])
+def test_run_refuses_more_refills_than_the_handles_pool_serves(
+    sim: GatewaySimulator, max_in_flight: int
+) -> None:
+    """Each refill needs its own connection, and the catalogue one more: with 8
+    connections a ninth refill, or an eighth beside the catalogue, would wait for one."""
+    with (
+        connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url, max_connections=8) as policy,
+        pytest.raises(InvalidSetting) as info,
+    ):
+        _run(policy, max_in_flight=max_in_flight)
+    assert info.value.setting == "max_in_flight"
+    message = str(info.value)
+    assert f"is {max_in_flight}, which needs {max_in_flight + 1} connections" in message
+    assert "max_connections=8" in message and "max_in_flight <= 7" in message
+    assert sim.stats()["requests"] == 0  # refused before anything was sent
+
+
+def test_run_takes_as_many_refills_as_the_pool_serves(sim: GatewaySimulator) -> None:
+    with connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url, max_connections=8) as policy:
+        assert connections_for(7) == 8 == policy.max_connections
+        assert _run(policy, max_in_flight=7) == "completed"
+    with connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url) as policy:
+        assert connections_for(DEFAULT_MAX_IN_FLIGHT) <= policy.max_connections
+        assert _run(policy) == "completed"  # the defaults agree

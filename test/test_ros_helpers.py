@@ -14,7 +14,7 @@ from conftest import TEST_KEY
 from PIL import Image as PILImage
 
 from sequence_ai_core.engine import PlaybackEngine
-from sequence_ai_core.engine_config import InvalidSetting, RunConfig
+from sequence_ai_core.engine_config import InvalidSetting, RunConfig, check_pool, connections_for
 from sequence_ai_core.episode import Episode
 from sequence_ai_core.errors import OutOfCredit, Unavailable
 from sequence_ai_core.outcome import RunOutcome
@@ -542,3 +542,25 @@ def test_the_nodes_timer_period_is_the_engines(
         PlaybackEngine(policy, settings) as engine,
     ):
         assert engine.period_s == (pytest.approx(period) if period else None)
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 3, 9])
+def test_the_node_sizes_its_pool_by_the_cores_rule(
+    sim: GatewaySimulator, max_in_flight: int
+) -> None:
+    """configure connects with ``connect_arguments``: the pool the core's rule asks for, so
+    that ``run()``'s own check of it passes with the node's ``max_in_flight``."""
+    config = params.parse(raw_params(base_url=sim.url, max_in_flight=max_in_flight))
+    arguments = params.connect_arguments(config)
+    assert arguments["max_connections"] == connections_for(max_in_flight) == max_in_flight + 1
+    with connect(api_key=TEST_KEY, **arguments) as policy:
+        assert policy.max_connections == connections_for(max_in_flight)
+        check_pool(config.run.max_in_flight, policy.max_connections)  # not refused
+        with pytest.raises(InvalidSetting, match="max_connections"):
+            check_pool(max_in_flight + 1, policy.max_connections)
+
+
+def test_an_openpi_node_connects_to_its_url_with_its_profile() -> None:
+    url = "ws://127.0.0.1:8000"
+    arguments = params.connect_arguments(params.parse(raw_params(base_url=url, profile="droid")))
+    assert (arguments["model"], arguments["base_url"], arguments["profile"]) == (url, None, "droid")
