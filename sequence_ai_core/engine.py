@@ -54,10 +54,9 @@ __all__ = ["DEFAULT_MAX_IN_FLIGHT", "FRESHNESS", "EngineConfig", "Phase", "Playb
 class PlaybackEngine:
     """Tick-driven chunk playback with just-in-time, pipelined refills. See module docs.
 
-    The rate is the source's ``control_hz`` (``connect(control_hz=)``), else the config's,
-    else each chunk's own; ``config`` then holds the one in force. An open engine is its
-    source's driver (``source.DriverGuard``): constructing one while
-    another driver holds the source raises ``SequencesError``; ``close()`` lets go.
+    The rate: the source's ``control_hz``, else the config's, else the chunks' (``config``
+    holds it). An open engine is its source's driver (``source.DriverGuard``): constructing
+    one while another driver holds the source raises ``SequencesError``; ``close()`` lets go.
     ``executor`` runs the requests (default: ``max_in_flight`` worker threads, created on
     the first request); one given is the caller's to shut down. A driver calls ``commit()``
     for each action it sent (``episode.Episode`` does).
@@ -73,17 +72,16 @@ class PlaybackEngine:
         on_underrun: Callable[[float], None] | None = None,
         executor: Executor | None = None,
     ) -> None:
-        source.guard.claim(self)  # first: nothing is set up for a driver that is refused
+        settings = (config if config is not None else EngineConfig()).at_rate(source.control_hz)
+        source.guard.claim(self)  # before any set-up, after the rate's check: none leaks
         self._source = source
-        self.config = _with_source_rate(config if config is not None else EngineConfig(), source)
+        self.config = settings
         self._clock = clock
         self._on_chunk = on_chunk
         self._on_underrun = on_underrun
         self.action_space: str | None = None
         self.action_dim: int | None = None
-        #: The control period, this run's one owner of it: ``control_hz`` if given, else the
-        #: chunks' own rate, and before the first chunk the catalogue's (``EngineConfig``).
-        #: Drivers pace by it (``run()``, the node's timer); None while no rate is known.
+        #: The period drivers pace by (``EngineConfig.period_s``, then the chunks'), or None.
         self.period_s: float | None = self.config.period_s
         self.phase: Phase = "waiting"
         self._handed: Handed | None = None
@@ -401,10 +399,3 @@ class PlaybackEngine:
             return False
         limit, covers = self._load.limit, self.config.expected_covers_s
         return startup_refill_due(now - self._requests.last_start_at, in_flight, limit, covers)
-
-
-def _with_source_rate(config: EngineConfig, source: ChunkSource) -> EngineConfig:
-    """The source's rate wins over the config's, as ``run()`` documents; ``replace``
-    checks it by the config's rule (a source other than ``Policy`` may set anything)."""
-    hz = source.control_hz
-    return config if hz is None or hz == config.control_hz else replace(config, control_hz=hz)

@@ -153,6 +153,11 @@ class EngineConfig:
         hz = self.control_hz or self.expected_control_hz
         return 1.0 / hz if hz else None
 
+    def at_rate(self: _Config, hz: float | None) -> _Config:
+        """This config at a source's rate (``ChunkSource.control_hz``), which wins over the
+        config's, as ``run()`` documents; checked by the same rule (any source may set it)."""
+        return self if hz is None or hz == self.control_hz else replace(self, control_hz=hz)
+
     def with_catalogue(self: _Config, model: Model | None) -> _Config:
         """This config with what the model's catalogue entry says about its chunks (their
         length and rate), where the config does not say already."""

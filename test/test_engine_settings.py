@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 from conftest import TEST_KEY
+from engine_clock import NoHttp
 
 from sequence_ai_core.engine import PlaybackEngine
 from sequence_ai_core.engine_config import (
@@ -164,3 +165,15 @@ def test_run_takes_as_many_refills_as_the_pool_serves(sim: GatewaySimulator) -> 
     with connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url) as policy:
         assert connections_for(DEFAULT_MAX_IN_FLIGHT) <= policy.max_connections
         assert _run(policy) == "completed"  # the defaults agree
+
+
+def test_a_sources_rate_meets_the_same_rule_and_a_refusal_leaves_it_free() -> None:
+    """Any ``ChunkSource`` may state a rate; the engine checks it by the one rule before it
+    claims the source, so a refused engine does not keep it."""
+    source = NoHttp()
+    source.control_hz = 2000.0
+    with pytest.raises(InvalidSetting, match=r"control_hz must be in \[1, 1000\] Hz"):
+        PlaybackEngine(source)
+    source.control_hz = 50.0
+    with PlaybackEngine(source) as engine:  # not "already driven"
+        assert engine.config.control_hz == 50.0 and engine.period_s == pytest.approx(0.02)
