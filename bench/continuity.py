@@ -215,7 +215,10 @@ def one_run(job: Job, start_at: float) -> Result:
         if strategy == "b":
             player = EmaPrefetch(policy, on_chunk)
             try:
-                outcome = drive(player, arm.observe, arm.act, max_actions=max_actions)
+                # the baseline's stalls are measured to the end, not cut by run()'s bound
+                outcome = drive(
+                    player, arm.observe, arm.act, max_actions=max_actions, stall_timeout_s=seconds
+                )
             finally:
                 player.close()
         else:

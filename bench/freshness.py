@@ -86,7 +86,10 @@ def record_run(
         if strategy == "b":
             player = EmaPrefetch(policy, lambda prediction: None)
             try:
-                outcome = drive(player, arm.observe, act, max_actions=max_actions)
+                # the baseline's stalls are measured to the end, not cut by run()'s bound
+                outcome = drive(
+                    player, arm.observe, act, max_actions=max_actions, stall_timeout_s=seconds
+                )
             finally:
                 player.close()
         else:

@@ -281,7 +281,6 @@ def control_thread_cost(actions: int) -> dict[str, TimedPlayer]:
                         lambda action: None,
                         max_actions=actions,
                         validate=lambda action: True,
-                        period_hint_s=1 / LOOP_HZ,
                     )
             out[name] = player
     return out

@@ -132,12 +132,13 @@ def ours(setting: str, url: str, seconds: float) -> Result:
         else:
             config = EngineConfig(
                 freshness="fresh" if setting == "fresh" else "round_trip",
-                backoff=False, expected_covers_s=MODEL.covers_seconds
-            )
+                backoff=False, expected_covers_s=MODEL.covers_seconds,
+                expected_control_hz=MODEL.control_hz,
+            )  # fmt: skip
             with PlaybackEngine(policy, config) as engine:
                 outcome = drive(
                     engine, arm.observe, arm.act, max_actions=10**6, validate=in_time,
-                    period_hint_s=1 / MODEL.control_hz,
+                    stall_timeout_s=2 * seconds,  # as above: throughput, not the bound
                 )  # fmt: skip
     if outcome.error is not None:  # a table of zeros must not pass for a measurement
         raise RuntimeError(f"{setting}: the run failed: {outcome!r}")

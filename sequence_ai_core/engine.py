@@ -54,8 +54,9 @@ __all__ = ["DEFAULT_MAX_IN_FLIGHT", "FRESHNESS", "EngineConfig", "Phase", "Playb
 class PlaybackEngine:
     """Tick-driven chunk playback with just-in-time, pipelined refills. See module docs.
 
-    An open engine is its source's driver (``source.DriverGuard``): constructing one while
-    another driver holds the source raises ``SequencesError``; ``close()`` lets go.
+    The rate: the source's ``control_hz``, else the config's, else the chunks' (``config``
+    holds it). An open engine is its source's driver (``source.DriverGuard``): constructing
+    one while another driver holds the source raises ``SequencesError``; ``close()`` lets go.
     ``executor`` runs the requests (default: ``max_in_flight`` worker threads, created on
     the first request); one given is the caller's to shut down. A driver calls ``commit()``
     for each action it sent (``episode.Episode`` does).
@@ -71,16 +72,17 @@ class PlaybackEngine:
         on_underrun: Callable[[float], None] | None = None,
         executor: Executor | None = None,
     ) -> None:
-        source.guard.claim(self)  # first: nothing is set up for a driver that is refused
+        settings = (config if config is not None else EngineConfig()).at_rate(source.control_hz)
+        source.guard.claim(self)  # before any set-up, after the rate's check: none leaks
         self._source = source
-        self.config = config if config is not None else EngineConfig()
+        self.config = settings
         self._clock = clock
         self._on_chunk = on_chunk
         self._on_underrun = on_underrun
         self.action_space: str | None = None
         self.action_dim: int | None = None
-        hz = self.config.control_hz
-        self.period_s: float | None = 1.0 / hz if hz else None
+        #: The period drivers pace by (``EngineConfig.period_s``, then the chunks'), or None.
+        self.period_s: float | None = self.config.period_s
         self.phase: Phase = "waiting"
         self._handed: Handed | None = None
         self._requests = InFlight(source, self.config, executor)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, TypeVar, get_args
 
+from .limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
 from .types import FloatArray, Model
 
 #: Enough to sustain 0.50 s chunks at a 0.79 s refill, with headroom for a p99 of 2x median.
@@ -27,10 +28,82 @@ DEFAULT_STALL_TIMEOUT_S = 2.0
 TickKind = Literal["action", "waiting", "underrun"]
 
 
+class InvalidSetting(ValueError):
+    """A setting a run cannot use: ``setting`` names it (an ``EngineConfig``/``RunConfig``
+    field or the ``connect()`` keyword of the same name), ``problem`` says why. A
+    ``ValueError``, as these always were; a driver with its own names for the settings (the
+    ROS node's parameters) reports ``setting`` under its name without parsing the text."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting} {problem}")
+        self.setting = setting
+        self.problem = problem
+
+
+def check_control_hz(hz: float | None, setting: str = "control_hz") -> None:
+    """The one rule for a playback rate a caller sets (``connect``, ``EngineConfig``, the
+    node's parameter): None (the chunk's own rate) or the range a chunk may declare itself
+    (``limits``), so an override can never play at a rate no chunk would be accepted at."""
+    if hz is None:
+        return
+    if not _rate_in_range(hz):
+        bounds = f"[{MIN_CONTROL_HZ:g}, {MAX_CONTROL_HZ:g}]"
+        raise InvalidSetting(setting, f"must be in {bounds} Hz, got {hz!r}")
+
+
+def connections_for(max_in_flight: int) -> int:
+    """Connections a handle's pool needs for ``max_in_flight`` refills: one each, since a
+    refill that waits for a free connection starts late by that wait, plus one for the
+    catalogue lookup (``describe()``, unguarded: another thread may make it meanwhile)."""
+    return max_in_flight + 1
+
+
+def check_pool(max_in_flight: int, max_connections: int | None) -> None:
+    """Refuse ``max_in_flight`` refills on a pool too small for them (``connections_for``);
+    ``max_connections`` None is a pool of unknown size (a ``Policy`` built by hand)."""
+    needed = connections_for(max_in_flight)
+    if max_connections is not None and needed > max_connections:
+        raise InvalidSetting(
+            "max_in_flight",
+            f"is {max_in_flight}, which needs {needed} connections (one per refill and one "
+            f"for the catalogue) but the handle has max_connections={max_connections}: "
+            f"connect(max_connections={needed}) or max_in_flight <= {max_connections - 1}",
+        )
+
+
+def check_stall_timeout(bound: float) -> None:
+    """The one rule for ``stall_timeout_s`` (``RunConfig``, ``Episode``, ``drive``): every
+    episode's empty plan is bounded, so the bound is positive and finite."""
+    if isinstance(bound, bool) or not (isinstance(bound, (int, float)) and 0 < bound < math.inf):
+        raise InvalidSetting("stall_timeout_s", f"must be positive and finite, got {bound!r}")
+
+
+def _require(ok: bool, setting: str, problem: str) -> None:
+    if not ok:
+        raise InvalidSetting(setting, problem)
+
+
+def _count(value: int, minimum: int) -> bool:
+    return not isinstance(value, bool) and value >= minimum
+
+
+def _rate_in_range(hz: object) -> bool:
+    if isinstance(hz, bool) or not isinstance(hz, (int, float)):
+        return False
+    return MIN_CONTROL_HZ <= hz <= MAX_CONTROL_HZ  # NaN fails the comparison
+
+
+_Config = TypeVar("_Config", bound="EngineConfig")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """``prefetch=False`` is the strictly closed loop (request only when nothing is left to
-    play). ``control_hz`` overrides the chunk's rate; ``options`` go to ``/v1/act``."""
+    play). ``control_hz`` overrides the chunk's rate; ``options`` go to ``/v1/act``.
+
+    The control period is the engine's (``PlaybackEngine.period_s``): ``control_hz`` if
+    given, else the chunks' own rate, and before the first chunk the catalogue's
+    (``expected_control_hz``; ``period_s`` here is where a run starts)."""
 
     prefetch: bool = True
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
@@ -47,6 +120,10 @@ class EngineConfig:
     #: at the smallest lag the refills sustain: fresher plans for more requests (the lag is
     #: derived in ``timing``; measured in bench/results/freshness.md).
     freshness: Freshness = DEFAULT_FRESHNESS
+    #: The catalogue's rate (``Model.control_hz``): the control period until the first chunk
+    #: says its own, so that a driver's waiting ticks, and with them the first observations,
+    #: fall on the grid the plan plays on (an anchor off it costs up to a step at a seam).
+    expected_control_hz: float | None = None
     #: Back off while the gateway queues (one request in flight; see ``load``).
     backoff: bool = True
 
@@ -56,20 +133,42 @@ class EngineConfig:
             object.__setattr__(self, "options", {})
         elif not isinstance(given, Mapping):
             raise TypeError(f"options must be a mapping of model options, got {given!r}")
-        if self.freshness not in FRESHNESS:
-            raise ValueError(f"freshness must be one of {FRESHNESS}, got {self.freshness!r}")
-        if isinstance(self.max_in_flight, bool) or self.max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be >= 1, got {self.max_in_flight}")
-        if isinstance(self.smooth_seam, bool) or self.smooth_seam < 0:
-            raise ValueError(f"smooth_seam must be >= 0, got {self.smooth_seam}")
-        if not (math.isfinite(self.startup_timeout_s) and self.startup_timeout_s >= 0):
-            raise ValueError(f"startup_timeout_s must be >= 0, got {self.startup_timeout_s}")
+        fresh, in_flight, seam = self.freshness, self.max_in_flight, self.smooth_seam
+        _require(fresh in FRESHNESS, "freshness", f"must be one of {FRESHNESS}, got {fresh!r}")
+        _require(_count(in_flight, 1), "max_in_flight", f"must be >= 1, got {in_flight}")
+        _require(_count(seam, 0), "smooth_seam", f"must be >= 0, got {seam}")
+        startup = self.startup_timeout_s
+        ok = math.isfinite(startup) and startup >= 0
+        _require(ok, "startup_timeout_s", f"must be >= 0, got {startup}")
         covers = self.expected_covers_s
-        if covers is not None and not (math.isfinite(covers) and covers > 0):
-            raise ValueError(f"expected_covers_s must be positive, got {covers}")
-        hz = self.control_hz
-        if hz is not None and not (math.isfinite(hz) and hz > 0):
-            raise ValueError(f"control_hz must be a positive finite number, got {hz}")
+        ok = covers is None or (math.isfinite(covers) and covers > 0)
+        _require(ok, "expected_covers_s", f"must be positive, got {covers}")
+        check_control_hz(self.control_hz)
+        check_control_hz(self.expected_control_hz, "expected_control_hz")
+
+    @property
+    def period_s(self) -> float | None:
+        """The control period a run starts at: ``control_hz``, else the catalogue's rate;
+        None when neither is known (the first chunk will tell)."""
+        hz = self.control_hz or self.expected_control_hz
+        return 1.0 / hz if hz else None
+
+    def at_rate(self: _Config, hz: float | None) -> _Config:
+        """This config at a source's rate (``ChunkSource.control_hz``), which wins over the
+        config's, as ``run()`` documents; checked by the same rule (any source may set it)."""
+        return self if hz is None or hz == self.control_hz else replace(self, control_hz=hz)
+
+    def with_catalogue(self: _Config, model: Model | None) -> _Config:
+        """This config with what the model's catalogue entry says about its chunks (their
+        length and rate), where the config does not say already."""
+        if model is None:
+            return self
+        covers, hz = self.expected_covers_s, self.expected_control_hz
+        return replace(
+            self,
+            expected_covers_s=covers if covers is not None else expected_covers_s(model),
+            expected_control_hz=hz if hz is not None else expected_control_hz(model),
+        )
 
 
 @dataclass(frozen=True)
@@ -82,11 +181,7 @@ class RunConfig(EngineConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        bound = self.stall_timeout_s
-        if isinstance(bound, bool) or not (
-            isinstance(bound, (int, float)) and 0 < bound < math.inf
-        ):
-            raise ValueError(f"stall_timeout_s must be positive and finite, got {bound!r}")
+        check_stall_timeout(self.stall_timeout_s)
 
     @classmethod
     def of(cls, config: EngineConfig | None) -> RunConfig:
@@ -124,3 +219,8 @@ def expected_covers_s(model: Model) -> float | None:
     seam for chunks shorter than the round trip."""
     covers = model.covers_seconds
     return covers if math.isfinite(covers) and covers > 0 else None
+
+
+def expected_control_hz(model: Model) -> float | None:
+    """The catalogue entry's rate, or None when it gives none a chunk could have."""
+    return model.control_hz if _rate_in_range(model.control_hz) else None

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal, Protocol
 
-from .engine_config import TickKind
+from .engine_config import DEFAULT_STALL_TIMEOUT_S, TickKind, check_stall_timeout
 from .errors import ChunkExhausted, SequencesError, Stalled
 from .outcome import RunOutcome
 from .types import Observation
@@ -54,7 +54,8 @@ class Episode:
     ``hold`` is called on an early stop and, unless ``hold_underrun`` is given, on the first
     tick of each underrun; a stop while that underrun hold is in force does not repeat it
     (``run()``). The node passes its own ``hold_underrun`` (absolute targets hold by
-    themselves), and then every early stop calls ``hold``.
+    themselves), and then every early stop calls ``hold``. ``stall_timeout_s`` has
+    ``RunConfig``'s rule and default: no episode holds on an empty plan unbounded.
     """
 
     def __init__(
@@ -64,9 +65,10 @@ class Episode:
         max_actions: int,
         hold: Callable[[], None] | None = None,
         hold_underrun: Callable[[], None] | None = None,
-        stall_timeout_s: float | None = None,
+        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     ) -> None:
         check_max_actions(max_actions)
+        check_stall_timeout(stall_timeout_s)  # the rule and default of RunConfig's field
         self._engine = engine
         self.max_actions = max_actions
         self._hold = hold
@@ -124,8 +126,6 @@ class Episode:
         if self._empty_since is None:
             self._empty_since = now
         bound = self._stall_timeout_s
-        if bound is None:
-            return None
         none_since = self._observe_none_since
         if none_since is not None and now - max(none_since, self._empty_since) > bound:
             return ChunkExhausted(

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from .backend import Backend, GatewayBackend
 from .credentials import resolve_api_key
-from .engine_config import EngineConfig, Freshness, RunConfig
+from .engine_config import EngineConfig, Freshness, RunConfig, check_control_hz
 from .errors import ChunkExhausted, ConfigurationError, SequencesError
-from .limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
 from .runner import run_policy
 from .source import DriverGuard
 from .transport import Transport, VerifyArg, resolve_base_url
@@ -40,13 +39,19 @@ class Policy:
     """
 
     def __init__(
-        self, model: str, backend: Backend | Transport, *, control_hz: float | None = None
+        self,
+        model: str,
+        backend: Backend | Transport,
+        *,
+        control_hz: float | None = None,
+        max_connections: int | None = None,
     ) -> None:
-        if control_hz is not None and not MIN_CONTROL_HZ <= control_hz <= MAX_CONTROL_HZ:
-            bounds = f"[{MIN_CONTROL_HZ:g}, {MAX_CONTROL_HZ:g}]"
-            raise ValueError(f"control_hz must be in {bounds} Hz, got {control_hz}")
+        check_control_hz(control_hz)
         self.model = full_model_id(model)
         self.control_hz = control_hz
+        #: The size of the backend's pool (``connect(max_connections=)``), None if unknown:
+        #: ``run()`` refuses a ``max_in_flight`` it cannot serve (``engine_config.check_pool``).
+        self.max_connections = max_connections
         self._backend: Backend = (
             GatewayBackend(backend) if isinstance(backend, Transport) else backend
         )
@@ -229,7 +234,8 @@ def connect(
     raise ``ConfigurationError`` here, before anything is sent.
 
     ``max_connections`` must cover the engine's ``max_in_flight`` refills plus one catalogue
-    lookup, or a refill would wait for a free connection.
+    lookup (``engine_config.connections_for``), or a refill would wait for a free
+    connection: ``run()`` refuses a ``max_in_flight`` this pool cannot serve.
     """
     if model.strip().lower().startswith(OPENPI_SCHEMES):
         base_url, model = model.strip(), ""
@@ -263,7 +269,7 @@ def connect(
         )
         name = model
     try:
-        return Policy(name, backend, control_hz=control_hz)
+        return Policy(name, backend, control_hz=control_hz, max_connections=max_connections)
     except BaseException:
         backend.close()
         raise

@@ -35,11 +35,10 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, Protocol
 
 from .engine import PlaybackEngine, Tick
-from .engine_config import DEFAULT_STALL_TIMEOUT_S, EngineConfig, RunConfig, expected_covers_s
+from .engine_config import DEFAULT_STALL_TIMEOUT_S, EngineConfig, RunConfig, check_pool
 from .episode import Episode, check_max_actions
 from .errors import SequencesError
 from .outcome import RunOutcome
@@ -60,7 +59,8 @@ class Player(Protocol):
     """What ``drive`` needs: ``PlaybackEngine`` is one; the benchmarks add baselines."""
 
     @property
-    def period_s(self) -> float | None: ...
+    def period_s(self) -> float | None:
+        """The control period; None while no rate is known (waiting ticks then poll)."""
 
     def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick: ...
 
@@ -73,6 +73,10 @@ class Player(Protocol):
 
 class RunnableSource(ChunkSource, Protocol):
     """What ``run_policy`` needs beyond a ``ChunkSource``: ``Policy`` is one."""
+
+    @property
+    def max_connections(self) -> int | None:
+        """The size of the source's connection pool, None if unknown."""
 
     @property
     def closed_event(self) -> threading.Event:
@@ -112,20 +116,17 @@ def run_policy(
     ``EngineConfig`` gets the default bound): ``prefetch=False`` is the strictly closed loop,
     ``startup_timeout_s`` waits for a warming worker before the first action,
     ``stall_timeout_s`` bounds how long the plan may stay empty, and ``options`` go to
-    ``/v1/act`` as they are (e.g. ``{"seed": 1}``). The rate comes from
-    ``connect(control_hz=)`` (else the config, else the chunks), the chunk length from the
-    catalogue. The handle is held for the whole run: a second thread driving it raises
-    ``SequencesError`` at once.
+    ``/v1/act`` as they are (e.g. ``{"seed": 1}``). The control period is the engine's: from
+    ``connect(control_hz=)``, else the config, else the chunks (the catalogue's rate until
+    the first arrives); the chunk length is the catalogue's. The handle is held for the
+    whole run: a second thread driving it raises ``SequencesError`` at once.
     """
     check_max_actions(max_actions)
     run_config = RunConfig.of(config)  # checked when it was built, before any I/O
+    check_pool(run_config.max_in_flight, policy.max_connections)
     if validate is None:
         _warn_unvalidated()
-    entry = _catalogue_entry(policy)
-    hz = policy.control_hz or run_config.control_hz
-    run_config = replace(run_config, control_hz=hz)
-    if run_config.prefetch and run_config.expected_covers_s is None and entry is not None:
-        run_config = replace(run_config, expected_covers_s=expected_covers_s(entry))
+    run_config = run_config.with_catalogue(_catalogue_entry(policy))
     # the engine takes the one-driver guard: a second driver is refused before any act request
     engine = PlaybackEngine(policy, run_config, on_chunk=on_chunk, on_underrun=on_underrun)
 
@@ -144,7 +145,6 @@ def run_policy(
                 max_actions=max_actions,
                 validate=validate,
                 hold=hold,
-                period_hint_s=_period(hz or (entry.control_hz if entry else None)),
                 stall_timeout_s=run_config.stall_timeout_s,
                 stop_event=policy.closed_event,
             )
@@ -163,15 +163,14 @@ def drive(
     hold: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    period_hint_s: float | None = None,
-    stall_timeout_s: float | None = None,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     stop_event: threading.Event | None = None,
 ) -> RunOutcome:
     """The paced loop shared by ``run_policy`` and the benchmark baselines.
 
-    ``period_hint_s`` (the catalogue's rate) paces the ticks before the first chunk too, so
-    that every observation is taken on the same tick grid the plan is played on: anchors
-    off that grid would cost up to a step at a seam. Without it, waiting ticks poll.
+    The player's ``period_s`` paces every tick, those before the first chunk too
+    (``PlaybackEngine`` has the catalogue's rate then), so that every observation is taken
+    on the grid the plan is played on. While it is None (no rate known), waiting ticks poll.
     ``stop_event`` (set by ``Policy.close()``) wakes the pacer and ends the run.
     """
     if stop_event is not None:
@@ -194,13 +193,13 @@ def drive(
                 act(action)
                 if episode.commit():
                     break
-                pacer.wait(now, player.period_s or period_hint_s)
+                pacer.wait(now, player.period_s)
                 continue
             ended = episode.empty_tick(tick.kind, clock())
             if ended is not None:
                 episode.stop(error=ended)
                 return episode.outcome
-            _pace(player, pacer, tick, now, period_hint_s, clock, sleep)
+            _pace(player, pacer, tick, now, clock, sleep)
     except SequencesError as exc:
         episode.stop(error=exc)
         return episode.outcome
@@ -216,11 +215,10 @@ def _pace(
     pacer: _Pacer,
     tick: Tick,
     now: float,
-    period_hint_s: float | None,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
 ) -> None:
-    period = player.period_s or period_hint_s
+    period = player.period_s
     if tick.kind == "waiting" and period is None:
         started = clock()
         if not player.wait_any(WAITING_POLL_S) and clock() - started < WAITING_POLL_S:
@@ -264,10 +262,6 @@ def _catalogue_entry(policy: RunnableSource) -> Model | None:
         return policy.describe()
     except SequencesError:
         return None
-
-
-def _period(hz: float | None) -> float | None:
-    return 1.0 / hz if hz is not None and math.isfinite(hz) and hz > 0 else None
 
 
 def _warn_unvalidated() -> None:

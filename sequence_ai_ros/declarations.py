@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from sequence_ai_core.engine_config import FRESHNESS, RunConfig
@@ -20,17 +20,7 @@ from .trajectories import TRAJECTORY_MODES
 
 #: The engine and episode settings, whose defaults are the core's (one source for both drivers).
 _RUN = RunConfig()
-#: Node parameters that are ``RunConfig`` fields of the same name (``run_config``); control_hz
-#: too, where the parameter's 0 means the chunk's own rate (None).
-RUN_PARAMETERS = (
-    "prefetch",
-    "max_in_flight",
-    "freshness",
-    "smooth_seam",
-    "startup_timeout_s",
-    "stall_timeout_s",
-    "control_hz",
-)
+_RUN_FIELDS = {field.name for field in fields(RunConfig)}
 IMAGE_ENCODINGS = ("raw", "compressed")
 # A parameter with one of these names would put a secret into the parameter server, where
 # `ros2 param dump` and rosbag record it. The key comes from the environment or a 0600 file.
@@ -61,7 +51,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         "openpi observation profile for a ws:// base_url: droid | aloha | libero | a file.",
     ),
     ParamSpec("allow_insecure_http", "bool", False, "Allow plain http to a non-loopback host."),
-    ParamSpec("control_hz", "double", 0.0, "Playback rate; 0 = the chunk's own rate.", ">= 0"),
+    ParamSpec(
+        "control_hz", "double", 0.0, "Playback rate; 0 = the chunk's own rate.", "0 or 1..1000"
+    ),
     ParamSpec("joint_names", "string_array", None, "Arm joints read from joint_states, in order."),
     ParamSpec("camera_views", "string_array", None, "Model camera views, e.g. [exterior_1]."),
     ParamSpec("camera_topics", "string_array", None, "Image topic per view (same length)."),
@@ -145,6 +137,11 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("gripper_topic", "string", "", "Publish gripper dims here instead of on action."),
     ParamSpec("seam_warn", "double", 0.2, "Seam jump above which diagnostics warn.", "> 0"),
 )
+
+
+#: The parameters that are ``RunConfig`` fields of the same name, parsed into one
+#: (``params.NodeConfig.run``); control_hz too, where the parameter's 0 means None.
+RUN_PARAMETERS = tuple(spec.name for spec in PARAMETERS if spec.name in _RUN_FIELDS)
 
 
 def secret_parameter_names(names: Sequence[str]) -> list[str]:

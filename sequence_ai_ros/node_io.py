@@ -5,7 +5,6 @@ safety rules and the hold command need."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,18 +20,8 @@ from .inputs import InputStore
 from .interfaces import MESSAGE_TYPES, EpisodeController, NodeInterfaces
 from .params import NodeConfig
 
-# Timer period until the first chunk says its rate, when neither the control_hz parameter
-# nor the catalogue entry gives one.
-FALLBACK_PERIOD_S = 0.1
-
 #: The chunk playing and its anchor (monotonic seconds), as ``PlaybackEngine.current_chunk``.
 PlayingChunk = Callable[[], "tuple[ActionChunk, float] | None"]
-
-
-def default_period(config: NodeConfig, model: Model) -> float:
-    """The control period before a chunk arrives: parameter, else catalogue, else fallback."""
-    hz = config.control_hz or model.control_hz
-    return 1.0 / hz if hz and math.isfinite(hz) and hz > 0 else FALLBACK_PERIOD_S
 
 
 class NodeIO:
@@ -56,7 +45,9 @@ class NodeIO:
         self.last_action: FloatArray | None = None
         self._last_positions: FloatArray | None = None  # last joint targets sent
         self.action_space = ""
-        self.period_s = default_period(config, model)  # the rate play() last used
+        #: The period of the last command sent (the engine's, passed to ``play``); a hold
+        #: goes out with it, and only after a command (``action_space`` is set with it).
+        self.period_s = 0.0
         self.holds = 0  # holds for early stops (each also calls the hold service)
         self._underrun_held = False
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from sequence_ai_core.engine_config import FRESHNESS, Freshness, RunConfig, expected_covers_s
-from sequence_ai_core.types import Model
+from sequence_ai_core.engine_config import InvalidSetting, RunConfig, connections_for
 
 from . import outputs
 from .declarations import (
@@ -29,8 +28,8 @@ __all__ = [
     "ParamSpec",
     "ParameterError",
     "check_against_model",
+    "connect_arguments",
     "parse",
-    "run_config",
     "secret_parameter_names",
 ]
 
@@ -56,7 +55,9 @@ class NodeConfig:
     model: str
     base_url: str | None
     allow_insecure_http: bool
-    control_hz: float | None
+    #: The engine and episode settings (``RUN_PARAMETERS``), as ``run()`` takes them; each
+    #: episode adds the catalogue's chunk length and rate (``RunConfig.with_catalogue``).
+    run: RunConfig
     joint_names: tuple[str, ...]
     cameras: tuple[CameraInput, ...]
     image_size: tuple[int, int]
@@ -68,12 +69,6 @@ class NodeConfig:
     allow_nonzero_velocity_at_trajectory_end: bool
     max_actions: int
     autostart: bool
-    prefetch: bool
-    max_in_flight: int
-    freshness: Freshness
-    smooth_seam: int
-    startup_timeout_s: float
-    stall_timeout_s: float
     max_observation_age_s: float
     lower_limits: tuple[float, ...]
     upper_limits: tuple[float, ...]
@@ -105,6 +100,24 @@ def _finite(raw: Mapping[str, Any], name: str, *, minimum: float, strict: bool) 
     bad = not math.isfinite(value) or value < minimum or (strict and value == minimum)
     _require(not bad, name, f"must be {'>' if strict else '>='} {minimum:g}, got {value!r}")
     return value
+
+
+#: A declared parameter's value as its ``RunConfig`` field takes it (ROS may hand an
+#: integer to a double parameter; rclpy_guards refuses any other mismatch).
+_CAST: dict[str, Callable[[Any], Any]] = {"bool": bool, "integer": int, "double": float}
+_KINDS = {spec.name: spec.kind for spec in PARAMETERS}
+
+
+def _run(raw: Mapping[str, Any]) -> RunConfig:
+    """The ``RUN_PARAMETERS`` as one ``RunConfig``, checked by the core's own rules (the same
+    as ``run()``'s), whose error names the setting: the parameter of the same name."""
+    settings = {name: _CAST.get(_KINDS[name], str)(raw[name]) for name in RUN_PARAMETERS}
+    settings["control_hz"] = settings["control_hz"] or None  # 0: the chunk's own rate
+    try:
+        return RunConfig(**settings)
+    except InvalidSetting as exc:
+        note = " (or 0: the chunk's own rate)" if exc.setting == "control_hz" else ""
+        raise ParameterError(exc.setting, exc.problem + note) from None
 
 
 def _int(raw: Mapping[str, Any], name: str, *, minimum: int, maximum: int | None = None) -> int:
@@ -202,7 +215,9 @@ def _gripper(
     return dims, joint, topic
 
 
-def _trajectory(raw: Mapping[str, Any], output_type: str) -> tuple[str, bool, bool]:
+def _trajectory(
+    raw: Mapping[str, Any], output_type: str, smooth_seam: int
+) -> tuple[str, bool, bool]:
     """joint_trajectory output must be accepted by Humble's and Jazzy's default controller,
     or name the controller parameter that makes it acceptable."""
     mode = _choice(raw, "trajectory_mode", TRAJECTORY_MODES)
@@ -219,7 +234,7 @@ def _trajectory(raw: Mapping[str, Any], output_type: str) -> tuple[str, bool, bo
         "controller and on this node, or trajectory_velocities: false, or trajectory_mode: chunk",
     )
     _require(
-        mode != "chunk" or int(raw["smooth_seam"]) == 0,
+        mode != "chunk" or smooth_seam == 0,
         "smooth_seam",
         "must be 0 with trajectory_mode=chunk: the controller plays the planned steps as sent",
     )
@@ -254,16 +269,18 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         "image_size",
         f"must be [width, height] > 0, got {list(size)}",
     )
-    control_hz = _finite(raw, "control_hz", minimum=0.0, strict=False)
+    run = _run(raw)
     lower, upper, max_step = _limits(raw)
-    trajectory_mode, trajectory_velocities, moving_end = _trajectory(raw, output_type)
+    trajectory_mode, trajectory_velocities, moving_end = _trajectory(
+        raw, output_type, run.smooth_seam
+    )
     gripper_dims, gripper_joint, gripper_topic = _gripper(raw, joint_names, output_type)
     return NodeConfig(
         model=model,
         base_url=base_url or None,
         profile=profile or None,
         allow_insecure_http=bool(raw["allow_insecure_http"]),
-        control_hz=control_hz or None,
+        run=run,
         joint_names=joint_names,
         cameras=_cameras(raw),
         image_size=(size[0], size[1]),
@@ -275,12 +292,6 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         allow_nonzero_velocity_at_trajectory_end=moving_end,
         max_actions=_int(raw, "max_actions", minimum=1),
         autostart=bool(raw["autostart"]),
-        prefetch=bool(raw["prefetch"]),
-        max_in_flight=_int(raw, "max_in_flight", minimum=1),
-        freshness=cast(Freshness, _choice(raw, "freshness", FRESHNESS)),
-        smooth_seam=_int(raw, "smooth_seam", minimum=0),
-        startup_timeout_s=_finite(raw, "startup_timeout_s", minimum=0.0, strict=False),
-        stall_timeout_s=_finite(raw, "stall_timeout_s", minimum=0.0, strict=True),
         max_observation_age_s=_finite(raw, "max_observation_age_s", minimum=0.0, strict=True),
         lower_limits=lower,
         upper_limits=upper,
@@ -333,8 +344,14 @@ def check_against_model(
         warn(f"camera views {missing} of the model have no topic; requests go without them")
 
 
-def run_config(config: NodeConfig, model: Model) -> RunConfig:
-    """The engine and episode settings of an episode: the ``RUN_PARAMETERS``, and the chunk
-    length from the catalogue so that the first requests stagger (0.50/0.64 s models)."""
-    settings = {name: getattr(config, name) for name in RUN_PARAMETERS}
-    return RunConfig(**settings, expected_covers_s=expected_covers_s(model))
+def connect_arguments(config: NodeConfig) -> dict[str, Any]:
+    """``connect()``'s arguments but the key: the gateway's model, or an openpi server by
+    its URL; the pool sized by the core's rule for ``max_in_flight`` refills."""
+    openpi = config.profile is not None
+    return {
+        "model": str(config.base_url) if openpi else config.model,
+        "base_url": None if openpi else config.base_url,
+        "profile": config.profile,
+        "allow_insecure_http": config.allow_insecure_http,
+        "max_connections": connections_for(config.run.max_in_flight),
+    }

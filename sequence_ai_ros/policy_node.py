@@ -1,8 +1,9 @@
 """The lifecycle node: the same PlaybackEngine as ``Policy.run()``, driven by a ROS timer.
 
-configure opens the connection and creates every interface; activate enables the publishers
-and starts the timer; deactivate, cleanup and shutdown stop the episode and hold. Each timer
-tick asks the engine for the step due now, checks it, and publishes it or holds.
+configure opens the connection and creates every interface; activate enables the publishers;
+an episode starts the timer at the engine's control period; deactivate, cleanup and shutdown
+stop the episode and hold. Each tick asks the engine for the step due now, checks it, and
+publishes it or holds.
 """
 
 from __future__ import annotations
@@ -31,12 +32,16 @@ from sequence_ai_core.types import ABSOLUTE_SPACES, ActionChunk
 from . import diagnostics, params, rclpy_guards
 from .episode import Episodes
 from .health_publisher import HealthPublisher
-from .node_io import NodeIO, default_period
+from .node_io import NodeIO
 from .safety import SafetyChecks, checks_from_config
 
 #: Where the node reads an openpi server's key (sent as ``Authorization: Api-Key``); the
 #: gateway's key is never sent to an openpi server.
 OPENPI_KEY_ENV = "OPENPI_API_KEY"
+
+#: The timer's period while the engine knows no rate (no control_hz parameter, a catalogue
+#: entry without one, no chunk yet): how often it looks for the first chunk; not a period.
+NO_RATE_POLL_S = 0.1
 
 #: The lifecycle state each transition leads to when its callback succeeds (diagnostics).
 _AFTER = {
@@ -75,7 +80,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._safety: SafetyChecks | None = None
         self._secret: str | None = None
         self._timer: Any = None
-        self._default_period = 0.0
         self._last_outcome: RunOutcome | None = None
         self._last_error: BaseException | None = None
 
@@ -115,7 +119,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         result = super().on_activate(state)  # enables the lifecycle publishers
         if result != TransitionCallbackReturn.SUCCESS:
             return result
-        result = self._guarded("activate", self._activate)
+        result = self._guarded("activate", lambda: True)  # the timer starts with an episode
         if result == TransitionCallbackReturn.SUCCESS and self.config and self.config.autostart:
             self._autostart()
         return result
@@ -175,21 +179,12 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
                     "no API key in $SEQUENCES_API_KEY or the credentials file; "
                     "requests go without one"
                 )
-        self._policy = connect(
-            config.model if config.profile is None else str(config.base_url),
-            api_key=self._secret,
-            base_url=config.base_url if config.profile is None else None,
-            profile=config.profile,
-            control_hz=config.control_hz,
-            allow_insecure_http=config.allow_insecure_http,
-            max_connections=config.max_in_flight + 2,
-        )
+        self._policy = connect(api_key=self._secret, **params.connect_arguments(config))
         model = self._policy.describe()
         params.check_against_model(
             config, model.action_dim, model.camera_views, self.get_logger().warning
         )
         self._safety = checks_from_config(config, model.action_dim)
-        self._default_period = default_period(config, model)  # catalogue may lack control_hz
         self.config = config
         self.io = NodeIO(self, config, model, controller=self, playing=self._playing_chunk)
         self.io.create()
@@ -198,10 +193,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             f"configured {model.id}: {model.action_dim} dims at {model.control_hz:g} Hz, "
             f"output {config.output_type}"
         )
-        return True
-
-    def _activate(self) -> bool:
-        self._set_timer(self._default_period)
         return True
 
     def _deactivate(self, why: str) -> bool:
@@ -239,19 +230,21 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if problem:
             return problem
         # Built before the episode counts as started: a refusal here leaves nothing running.
-        engine = PlaybackEngine(policy, params.run_config(config, policy.describe()))
+        settings = config.run.with_catalogue(policy.describe())
+        engine = PlaybackEngine(policy, settings)
         self.episodes.start(
             Episode(
                 engine,
                 max_actions=config.max_actions,
                 hold=lambda: io.hold(early=True),
                 hold_underrun=io.hold_underrun,  # absolute targets hold by themselves
-                stall_timeout_s=config.stall_timeout_s,
+                stall_timeout_s=settings.stall_timeout_s,
             )
         )
         self.engine = engine
         self._last_error = None
         io.begin_episode()
+        self._set_timer(engine.period_s or NO_RATE_POLL_S)  # the engine's period, from tick 1
         self.get_logger().info(f"episode {self.episodes.number} started")
         return None
 
@@ -270,9 +263,13 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         if not end.early and self.io is not None and self.io.action_space not in ABSOLUTE_SPACES:
             self.io.hold(early=False)
         if self.engine is not None:
-            # Never block the executor on an HTTP exchange still in flight (up to timeout_s).
+            # Never block the executor on an HTTP exchange still in flight (up to timeout_s);
+            # abort it, as run() does: an exchange outliving its episode would hold one of
+            # the connections the next episode's refills are counted on (connections_for).
             self.engine.close(wait=False)
             self.engine = None
+            if self._policy is not None:
+                self._policy.cancel_requests()
         self._last_error = error
         text = self._redact(
             f"episode {end.number} ended: {end.reason}{f' ({end.detail})' if end.detail else ''}; "
@@ -342,9 +339,9 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
                 self.get_logger().error(self._redact(traceback.format_exc()))
             self.stop_episode(None, detail=str(exc), error=exc)
             return
-        period = engine.period_s or self._default_period
+        period = engine.period_s or NO_RATE_POLL_S
         if abs(period - self.timer_period) > 1e-6:  # the timer keeps whole nanoseconds
-            self._set_timer(period)  # the chunk's rate differs from the catalogue's
+            self._set_timer(period)  # the first chunk told the rate, or it differs a little
         if tick.new_chunk:
             io.publish_chunk(engine)
         if tick.action is None:

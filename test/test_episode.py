@@ -6,6 +6,8 @@ safety checks' verdict, commit what was published, ``empty_tick`` on a tick with
 
 from __future__ import annotations
 
+import inspect
+import math
 import time
 from collections.abc import Iterator
 
@@ -14,10 +16,11 @@ from conftest import TEST_KEY
 from engine_clock import Clock, ClockGateway, robot
 
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
-from sequence_ai_core.engine_config import RunConfig
+from sequence_ai_core.engine_config import DEFAULT_STALL_TIMEOUT_S, RunConfig
 from sequence_ai_core.episode import Episode
 from sequence_ai_core.errors import Stalled
 from sequence_ai_core.policy import Policy, connect
+from sequence_ai_core.runner import drive
 from sequence_ai_core.types import FloatArray
 from sequence_ai_sim import GatewaySimulator, SimulatedArm
 
@@ -170,3 +173,44 @@ def test_run_takes_one_run_config_and_its_keywords_win(
         run(stall_timeout_s=0)
     with pytest.raises(TypeError):
         run(options=[("seed", 1)])
+
+
+def test_episode_drive_run_and_the_node_share_one_stall_bound() -> None:
+    """One default for every driver: a bounded one (an arm held on an empty plan forever is
+    no safe default), the ``RunConfig`` field's; and one rule for a bound given."""
+    from sequence_ai_ros.declarations import PARAMETERS
+
+    default = RunConfig().stall_timeout_s
+    node = next(spec.default for spec in PARAMETERS if spec.name == "stall_timeout_s")
+    assert default == DEFAULT_STALL_TIMEOUT_S == node
+    for call in (Episode, drive):
+        assert inspect.signature(call).parameters["stall_timeout_s"].default == default
+    engine = robot(ClockGateway(Clock()), 15.0, 15).engine
+    for bound in (0, -1.0, math.inf, math.nan, None):
+        with pytest.raises(ValueError) as episode:
+            Episode(engine, max_actions=1, stall_timeout_s=bound)  # type: ignore[arg-type]
+        with pytest.raises(ValueError) as config:
+            RunConfig(stall_timeout_s=bound)  # type: ignore[arg-type]
+        assert str(episode.value) == str(config.value)
+    engine.close()
+
+
+def test_an_episode_given_no_bound_ends_stalled_at_the_default() -> None:
+    gateway = ClockGateway(Clock(), service=lambda n: 0.79 if n == 0 else 100.0)
+    one = robot(gateway, 15.0, 15)
+    episode = Episode(one.engine, max_actions=1000)
+    stalled, last_action = None, 0.0
+    for k in range(200):
+        now = k / 15.0
+        gateway.advance(now)
+        tick = one.engine.tick(now, one.observe)
+        if tick.action is not None:
+            assert episode.offer(None) and not episode.commit()
+            last_action = now
+        else:
+            stalled = episode.empty_tick(tick.kind, now)
+            if stalled is not None:
+                break
+    one.engine.close()
+    assert isinstance(stalled, Stalled) and episode.actions == 15
+    assert DEFAULT_STALL_TIMEOUT_S < now - last_action <= DEFAULT_STALL_TIMEOUT_S + 2 / 15

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,26 @@ def test_a_profile_goes_with_a_websocket_url_and_only_with_one(base_url: str, pr
     values = node_parameters(ROOT / "config" / "openpi_droid.yaml")
     with pytest.raises(params.ParameterError):
         params.parse({**values, "base_url": base_url, "profile": profile})
+
+
+@pytest.mark.parametrize("hz", [0.5, 2000.0, -1.0, math.nan])
+def test_a_control_rate_the_core_refuses_is_a_parameter_error_naming_control_hz(
+    hz: float,
+) -> None:
+    """What configure refuses (the node stays unconfigured, the message names the
+    parameter) instead of connect() raising a bare ValueError with a traceback."""
+    values = node_parameters(ROOT / "config" / "pi05_droid.yaml")
+    with pytest.raises(params.ParameterError) as info:
+        params.parse({**values, "control_hz": hz})
+    assert info.value.name == "control_hz"
+    assert str(info.value).startswith("parameter 'control_hz': must be in [1, 1000] Hz")
+
+
+@pytest.mark.parametrize(
+    ("hz", "parsed"), [(0.0, None), (1.0, 1.0), (15.0, 15.0), (1000.0, 1000.0)]
+)
+def test_control_hz_zero_is_the_chunks_own_rate_and_the_bounds_are_taken(
+    hz: float, parsed: float | None
+) -> None:
+    values = node_parameters(ROOT / "config" / "pi05_droid.yaml")
+    assert params.parse({**values, "control_hz": hz}).run.control_hz == parsed

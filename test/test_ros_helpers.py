@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import fields
 from typing import Any
 
 import humble_messages as messages
 import numpy as np
 import pytest
+from conftest import TEST_KEY
 from PIL import Image as PILImage
 
 from sequence_ai_core import redaction
-from sequence_ai_core.engine_config import RunConfig
+from sequence_ai_core.engine import PlaybackEngine
+from sequence_ai_core.engine_config import InvalidSetting, RunConfig, check_pool, connections_for
 from sequence_ai_core.episode import Episode
 from sequence_ai_core.errors import OutOfCredit, Unavailable
 from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.policy import connect
 from sequence_ai_core.stats import Handed, PlaybackStats
 from sequence_ai_core.types import Model
 from sequence_ai_ros import conversions as conv
@@ -24,6 +28,7 @@ from sequence_ai_ros.episode import Episodes
 from sequence_ai_ros.hold import hold_command
 from sequence_ai_ros.inputs import InputStore, RawImage
 from sequence_ai_ros.safety import SafetyChecks, load_validator
+from sequence_ai_sim import GatewaySimulator
 
 JOINTS = [f"j{i}" for i in range(7)]
 
@@ -47,18 +52,49 @@ def test_defaults_parse_and_fill_hardware_id() -> None:
     config = params.parse(raw_params())
     assert config.model == "pi05-droid"
     assert config.hardware_id == "sequence-ai:pi05-droid"
-    assert config.control_hz is None and config.base_url is None
+    assert config.run.control_hz is None and config.base_url is None
     assert config.cameras == () and config.joint_names == ()
 
 
 def test_the_node_settings_are_the_core_run_config() -> None:
-    """One dataclass drives run() and the node: same fields, same defaults."""
+    """One dataclass drives run() and the node: same fields, same defaults, one parser."""
+    assert params.parse(raw_params()).run == RunConfig()
+    assert set(params.RUN_PARAMETERS) == {f.name for f in fields(RunConfig)} & {
+        spec.name for spec in params.PARAMETERS
+    }
+    assert len(params.RUN_PARAMETERS) == 7
+    defaults = {spec.name: spec.default for spec in params.PARAMETERS}
+    for name in params.RUN_PARAMETERS:
+        core = getattr(RunConfig(), name)
+        assert defaults[name] == (0.0 if name == "control_hz" else core), name
+    changed = params.parse(raw_params(max_in_flight=1, control_hz=20.0, stall_timeout_s=3))
+    assert changed.run == RunConfig(max_in_flight=1, control_hz=20.0, stall_timeout_s=3.0)
     entry = Model("accounts/x/models/m", "m", "act", "a", "r", 7, 15, 30.0, ("exterior_1",))
-    settings = params.run_config(params.parse(raw_params()), entry)
-    assert settings == RunConfig(expected_covers_s=0.5)
-    changed = params.run_config(params.parse(raw_params(max_in_flight=1, control_hz=20.0)), entry)
-    assert (changed.max_in_flight, changed.control_hz) == (1, 20.0)
-    assert set(params.RUN_PARAMETERS) <= {f.name for f in fields(RunConfig)}
+    settings = changed.run.with_catalogue(entry)  # what an episode's engine gets
+    assert (settings.expected_covers_s, settings.expected_control_hz) == (0.5, 30.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("max_in_flight", 0),
+        ("smooth_seam", -1),
+        ("startup_timeout_s", -1.0),
+        ("stall_timeout_s", 0.0),
+        ("stall_timeout_s", math.inf),
+        ("freshness", "stale"),
+        ("control_hz", 2000.0),
+    ],
+)
+def test_a_run_setting_the_core_refuses_is_named_with_the_cores_reason(
+    name: str, value: Any
+) -> None:
+    with pytest.raises(InvalidSetting) as core:
+        RunConfig(**{name: value})
+    with pytest.raises(params.ParameterError) as node:
+        params.parse(raw_params(**{name: value}))
+    assert node.value.name == name
+    assert node.value.problem.startswith(core.value.problem)
 
 
 @pytest.mark.parametrize(
@@ -508,3 +544,43 @@ def test_arm_stale_ends_motion_on_an_old_or_unusable_reading_not_before_the_firs
     assert store.arm_stale(0.5) == "joint_states is 0.51 s old (max_observation_age_s=0.5)"
     store.on_joint_state(["a", "b"], [0.1, float("nan")], [])
     assert store.arm_stale(0.5) == "joint_states has non-finite positions"
+
+
+@pytest.mark.parametrize(
+    ("control_hz", "catalogue_hz", "period"),
+    [(20.0, 15.0, 1 / 20), (0.0, 15.0, 1 / 15), (0.0, 0.0, None)],
+)
+def test_the_nodes_timer_period_is_the_engines(
+    sim: GatewaySimulator, control_hz: float, catalogue_hz: float, period: float | None
+) -> None:
+    """The node's timer runs at ``engine.period_s`` from an episode's first tick: the
+    parameter, else the catalogue's rate; only with neither does it poll for the first chunk."""
+    entry = Model("accounts/x/models/m", "m", "act", "a", "r", 7, 15, catalogue_hz, ("v",))
+    settings = params.parse(raw_params(control_hz=control_hz)).run.with_catalogue(entry)
+    with (
+        connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url) as policy,
+        PlaybackEngine(policy, settings) as engine,
+    ):
+        assert engine.period_s == (pytest.approx(period) if period else None)
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 3, 9])
+def test_the_node_sizes_its_pool_by_the_cores_rule(
+    sim: GatewaySimulator, max_in_flight: int
+) -> None:
+    """configure connects with ``connect_arguments``: the pool the core's rule asks for, so
+    that ``run()``'s own check of it passes with the node's ``max_in_flight``."""
+    config = params.parse(raw_params(base_url=sim.url, max_in_flight=max_in_flight))
+    arguments = params.connect_arguments(config)
+    assert arguments["max_connections"] == connections_for(max_in_flight) == max_in_flight + 1
+    with connect(api_key=TEST_KEY, **arguments) as policy:
+        assert policy.max_connections == connections_for(max_in_flight)
+        check_pool(config.run.max_in_flight, policy.max_connections)  # not refused
+        with pytest.raises(InvalidSetting, match="max_connections"):
+            check_pool(max_in_flight + 1, policy.max_connections)
+
+
+def test_an_openpi_node_connects_to_its_url_with_its_profile() -> None:
+    url = "ws://127.0.0.1:8000"
+    arguments = params.connect_arguments(params.parse(raw_params(base_url=url, profile="droid")))
+    assert (arguments["model"], arguments["base_url"], arguments["profile"]) == (url, None, "droid")

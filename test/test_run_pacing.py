@@ -32,10 +32,10 @@ class FakeTime:
 class ScriptedPlayer:
     """Waits ``waiting`` ticks, then plays; records when it was ticked."""
 
-    def __init__(self, waiting: int) -> None:
+    def __init__(self, waiting: int, period_s: float | None = None) -> None:
         self.waiting = waiting
         self.ticks: list[float] = []
-        self.period_s: float | None = None
+        self.period_s = period_s  # known before the first action (the catalogue's), or not
         self.stats = PlaybackStats()
 
     def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick:
@@ -110,15 +110,15 @@ def test_a_late_act_drops_the_missed_deadlines_instead_of_bursting() -> None:
     assert all(g == pytest.approx(1.0) for g in gaps[4:])
 
 
-def test_with_a_period_hint_waiting_ticks_share_the_plan_grid() -> None:
+def test_with_a_period_before_the_first_action_waiting_ticks_share_the_plan_grid() -> None:
     fake = FakeTime()
-    player = ScriptedPlayer(waiting=4)
-    run_scripted(fake, player, lambda action: None, period_hint_s=PERIOD)
+    player = ScriptedPlayer(waiting=4, period_s=PERIOD)
+    run_scripted(fake, player, lambda action: None)
     offsets = [round((t - 100.0) / PERIOD, 9) for t in player.ticks]
     assert offsets == [float(n) for n in range(14)]
 
 
-def test_without_a_hint_waiting_ticks_poll_then_pace_from_the_first_action() -> None:
+def test_without_a_period_waiting_ticks_poll_then_pace_from_the_first_action() -> None:
     fake = FakeTime()
     player = ScriptedPlayer(waiting=4)
     run_scripted(fake, player, lambda action: None)
