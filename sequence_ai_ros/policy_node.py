@@ -94,7 +94,8 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             self._lifecycle = _AFTER[name]
             return TransitionCallbackReturn.SUCCESS
         except params.ParameterError as exc:
-            self._configure_problem = f"{name} failed: {exc}"
+            # may quote the catalogue (camera views), which came back to a request with the key
+            self._configure_problem = f"{name} failed: {self._redact(exc)}"
             self.get_logger().error(self._configure_problem)
             return TransitionCallbackReturn.FAILURE
         except SequencesError as exc:
@@ -103,7 +104,9 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             return TransitionCallbackReturn.FAILURE
         except Exception as exc:
             trace = self._redact(traceback.format_exc())
-            self.get_logger().error(f"{name} raised {type(exc).__name__}: {exc}\n{trace}")
+            self.get_logger().error(
+                f"{name} raised {type(exc).__name__}: {self._redact(exc)}\n{trace}"
+            )
             return TransitionCallbackReturn.ERROR
 
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -182,7 +185,10 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         self._policy = connect(api_key=self._secret, **params.connect_arguments(config))
         model = self._policy.describe()
         params.check_against_model(
-            config, model.action_dim, model.camera_views, self.get_logger().warning
+            config,
+            model.action_dim,
+            model.camera_views,
+            lambda text: self.get_logger().warning(self._redact(text)),
         )
         self._safety = checks_from_config(config, model.action_dim)
         self.config = config
