@@ -23,7 +23,7 @@ import time
 import numpy as np
 import numpy.typing as npt
 
-from .images import encode_image, image_bytes
+from .images import DEFAULT_QUALITY, DEFAULT_SIZE, encode_image, image_bytes
 from .types import ImageFrame
 
 
@@ -46,8 +46,8 @@ class RawFrame(ImageFrame):
         view: str,
         pixels: npt.NDArray[np.generic],
         *,
-        size: tuple[int, int] | None = (224, 224),
-        quality: int = 95,
+        size: tuple[int, int] | None = DEFAULT_SIZE,
+        quality: int = DEFAULT_QUALITY,
         timestamp_ms: int | None = None,
         copy: bool = True,
     ) -> None:

@@ -108,12 +108,18 @@ def fit_with_padding(image: Image.Image, size: tuple[int, int]) -> Image.Image:
     return canvas
 
 
+#: What a model's camera input is unless its catalogue entry or the caller says otherwise, and
+#: the JPEG quality (the gateway's own encoder uses about 95; lower saves bytes, costs detail).
+DEFAULT_SIZE = (224, 224)
+DEFAULT_QUALITY = 95
+
+
 def encode_image(
     image: npt.NDArray[np.generic] | bytes | str,
     *,
     view: str,
-    size: tuple[int, int] | None = (224, 224),
-    quality: int = 95,
+    size: tuple[int, int] | None = DEFAULT_SIZE,
+    quality: int = DEFAULT_QUALITY,
     timestamp_ms: int | None = None,
 ) -> ImageFrame:
     """Encode one camera image for an observation.

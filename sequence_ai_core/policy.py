@@ -17,7 +17,14 @@ from .engine_config import EngineConfig, Freshness, RunConfig, check_control_hz
 from .errors import ChunkExhausted, ConfigurationError, SequencesError
 from .runner import run_policy
 from .source import DriverGuard
-from .transport import Transport, VerifyArg, resolve_base_url
+from .transport import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_TIMEOUT_S,
+    Transport,
+    VerifyArg,
+    resolve_base_url,
+)
 from .types import FloatArray, Model, Observation, Prediction, full_model_id
 
 if TYPE_CHECKING:
@@ -211,11 +218,11 @@ def connect(
     api_key: str | None = None,
     base_url: str | None = None,
     control_hz: float | None = None,
-    timeout_s: float = 30.0,
-    connect_timeout_s: float = 5.0,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     verify: bool | str | ssl.SSLContext = True,
     allow_insecure_http: bool = False,
-    max_connections: int = 8,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
     profile: str | Mapping[str, Any] | Profile | None = None,
 ) -> Policy:
     """Open a handle on ``model``. Nothing is sent until the first request.

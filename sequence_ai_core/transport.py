@@ -13,7 +13,6 @@ error quotes of them (``redaction``), never from the data a valid answer carries
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import os
@@ -31,6 +30,7 @@ import httpx
 from ._version import __version__
 from .bodies import BodyRefused, declared_length, decoded, parse_json, read_capped
 from .connections import VerifyArg, build_pool, checked_timeout, ssl_context_for
+from .endpoints import GATEWAY, checked_url, is_loopback
 from .errors import (
     InvalidResponse,
     SequencesError,
@@ -51,6 +51,13 @@ REQUEST_ID_HEADER = "X-Seq-Request-Id"
 #: longer idle gap (between episodes) pays one handshake, which is fine.
 KEEPALIVE_EXPIRY_S = 30.0
 
+#: A request's absolute deadline and the connect bound within it, unless connect() says: a
+#: cold worker answers 503 at once, so 30 s covers a slow answer, not a model loading.
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+#: Connections kept per handle: the engine's refills in flight plus a catalogue lookup.
+DEFAULT_MAX_CONNECTIONS = 8
+
 #: Characters of why a body was refused kept in the error's message, after redaction.
 REFUSAL_CHARS = 300
 
@@ -64,34 +71,11 @@ def new_request_id() -> str:
     return f"r-{secrets.token_hex(4)}"
 
 
-def _is_loopback(host: str) -> bool:
-    if host.lower() in ("localhost", "localhost.localdomain") or host.lower().endswith(
-        ".localhost"
-    ):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-#: Whether a host name is this machine (the plain-text rules allow it).
-is_loopback = _is_loopback
-
-
 def resolve_base_url(base_url: str | None, *, allow_insecure_http: bool = False) -> str:
     """Argument, else ``$SEQUENCES_BASE_URL``, else the public gateway; checked and normalised."""
     url = (base_url or os.environ.get("SEQUENCES_BASE_URL") or DEFAULT_BASE_URL).strip()
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"base URL must be http(s)://host[:port][/path], got {url!r}")
-    if parts.username or parts.password:
-        raise ValueError("base URL must not carry credentials; pass api_key= instead")
-    if parts.scheme == "http" and not allow_insecure_http and not _is_loopback(parts.hostname):
-        raise ValueError(
-            f"refusing plain http:// to non-loopback host {parts.hostname!r}: the API key "
-            "would travel unencrypted; use https:// or pass allow_insecure_http=True"
-        )
+    # Refused off loopback with or without a key: the key may come from the environment later.
+    parts = checked_url(url, GATEWAY, sends_key=True, allow_insecure=allow_insecure_http)
     url = url.rstrip("/")
     # Paths below already start with /v1; a base URL copied from API docs often ends with it.
     return url[: -len("/v1")] if parts.path.rstrip("/").endswith("/v1") else url
@@ -129,10 +113,10 @@ class Transport:
         base_url: str,
         api_key: str | None,
         *,
-        timeout_s: float = 30.0,
-        connect_timeout_s: float = 5.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         verify: VerifyArg = True,
-        max_connections: int = 8,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
@@ -152,7 +136,7 @@ class Transport:
             ssl_context_for(verify),
             max_connections=max_connections,
             keepalive_expiry_s=KEEPALIVE_EXPIRY_S,
-            loopback=_is_loopback(urlsplit(base_url).hostname or ""),
+            loopback=is_loopback(urlsplit(base_url).hostname or ""),
         )
         self._client = httpx.Client(
             base_url=base_url,

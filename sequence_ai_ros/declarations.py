@@ -14,8 +14,9 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from sequence_ai_core.engine_config import FRESHNESS, RunConfig
+from sequence_ai_core.images import DEFAULT_QUALITY, DEFAULT_SIZE
 
-from . import outputs
+from . import diagnostics, outputs
 from .trajectories import TRAJECTORY_MODES
 
 #: The engine and episode settings, whose defaults are the core's (one source for both drivers).
@@ -58,8 +59,12 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("camera_views", "string_array", None, "Model camera views, e.g. [exterior_1]."),
     ParamSpec("camera_topics", "string_array", None, "Image topic per view (same length)."),
     ParamSpec("camera_encodings", "string_array", None, "raw | compressed per view; unset = raw."),
-    ParamSpec("image_size", "integer_array", [224, 224], "Model input size [width, height]."),
-    ParamSpec("jpeg_quality", "integer", 95, "JPEG quality of uploaded images.", "1..100"),
+    ParamSpec(
+        "image_size", "integer_array", list(DEFAULT_SIZE), "Model input size [width, height]."
+    ),
+    ParamSpec(
+        "jpeg_quality", "integer", DEFAULT_QUALITY, "JPEG quality of uploaded images.", "1..100"
+    ),
     ParamSpec("instruction", "string", "", "Initial instruction; the instruction topic wins."),
     ParamSpec(
         "output_type",
@@ -129,13 +134,24 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("max_step", "double_array", None, "Largest change between actions; 1 or dim values."),
     ParamSpec("validator", "string", "", "Extra check 'module:function'(action) -> bool."),
     ParamSpec("hold_service", "string", "", "std_srvs/Trigger service called on every early stop."),
-    ParamSpec("hardware_id", "string", "", "Diagnostics hardware id; empty = sequence-ai:<model>."),
+    ParamSpec(
+        "hardware_id",
+        "string",
+        "",
+        f"Diagnostics hardware id; empty = {diagnostics.hardware_id('', '<model>')}.",
+    ),
     ParamSpec(
         "gripper_dims", "integer", 0, "Trailing action dims that are gripper positions.", ">= 0"
     ),
     ParamSpec("gripper_joint", "string", "", "Joint in joint_states giving the gripper state."),
     ParamSpec("gripper_topic", "string", "", "Publish gripper dims here instead of on action."),
-    ParamSpec("seam_warn", "double", 0.2, "Seam jump above which diagnostics warn.", "> 0"),
+    ParamSpec(
+        "seam_warn",
+        "double",
+        diagnostics.SEAM_WARN,
+        "Seam jump above which diagnostics warn.",
+        "> 0",
+    ),
 )
 
 

@@ -19,6 +19,14 @@ from sequence_ai_core.redaction import redact as redact  # the node redacts its 
 from .episode import EpisodeEnd
 
 OK, WARN, ERROR = 0, 1, 2
+#: The seam jump (action units) above which the status turns WARN, unless ``seam_warn`` says.
+SEAM_WARN = 0.2
+
+
+def hardware_id(given: str, model: str) -> str:
+    """The status's hardware_id: the parameter's, else one naming the model."""
+    return given.strip() or f"sequence-ai:{model}"
+
 
 _OUTCOME_FIELDS = (
     "actions", "chunks", "elapsed_s", "underruns", "underrun_s", "max_gap_s", "max_seam_jump",
@@ -40,7 +48,7 @@ class Health:
     error: BaseException | None = None
     snapshot: Mapping[str, Any] | None = None
     outcome: Any = None
-    seam_warn: float = 0.2
+    seam_warn: float = SEAM_WARN
     secret: str | None = None
     gateway: str = ""
     requests_sent: int | None = None  # over the connection's lifetime, all episodes

@@ -10,7 +10,7 @@ from typing import Any
 
 from sequence_ai_core.engine_config import InvalidSetting, RunConfig, connections_for
 
-from . import outputs
+from . import diagnostics, outputs
 from .declarations import (
     IMAGE_ENCODINGS,
     PARAMETERS,
@@ -298,7 +298,7 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         max_step=max_step,
         validator=_validator(raw),
         hold_service=str(raw["hold_service"]).strip(),
-        hardware_id=str(raw["hardware_id"]).strip() or f"sequence-ai:{model}",
+        hardware_id=diagnostics.hardware_id(str(raw["hardware_id"]), model),
         gripper_dims=gripper_dims,
         gripper_joint=gripper_joint,
         gripper_topic=gripper_topic,

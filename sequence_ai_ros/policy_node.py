@@ -70,7 +70,9 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         # From construction on, so that an unconfigured or failed node reports too.
         self.health = HealthPublisher(self, "policy", self._report)
         named = {n: self.get_parameter_or(n).value for n in ("hardware_id", "model")}
-        self.health.hardware_id = str(named["hardware_id"] or f"sequence-ai:{named['model']}")
+        self.health.hardware_id = diagnostics.hardware_id(
+            str(named["hardware_id"]), str(named["model"])
+        )
 
     def _clear(self) -> None:
         self.config: params.NodeConfig | None = None
@@ -380,7 +382,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             error=self._last_error,
             snapshot=self.engine.snapshot() if self.engine else None,
             outcome=self._last_outcome,
-            seam_warn=self.config.seam_warn if self.config else 0.2,
+            seam_warn=self.config.seam_warn if self.config else diagnostics.SEAM_WARN,
             secret=self._secret,
             gateway=self._policy.base_url if self._policy else "",
             requests_sent=self._policy.requests_sent if self._policy else None,

@@ -14,15 +14,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 
 from ..connections import VerifyArg, checked_timeout, ssl_context_for
 from ..credentials import checked_api_key
+from ..endpoints import OPENPI, checked_url
 from ..errors import InvalidRequest, InvalidResponse
 from ..limits import MAX_CHUNK_VALUES, MAX_STEPS
-from ..transport import is_loopback
 from ..types import ActionChunk, Model, Observation, Prediction
 from .client import OpenpiClient, check_health
 from .codec import CodecError, packb
@@ -175,16 +174,7 @@ def open_backend(
 ) -> OpenpiBackend:
     """Check the URL and the profile (nothing is sent) and return the backend."""
     api_key = checked_api_key(api_key)
-    parts = urlsplit(url)
-    if parts.scheme not in ("ws", "wss") or not parts.hostname:
-        raise ValueError(f"openpi URL must be ws(s)://host[:port], got {url!r}")
-    if parts.username or parts.password:
-        raise ValueError("openpi URL must not carry credentials; pass api_key= instead")
-    if parts.scheme == "ws" and api_key and not allow_insecure and not is_loopback(parts.hostname):
-        raise ValueError(
-            f"refusing plain ws:// to non-loopback host {parts.hostname!r} with an API key: "
-            "it would travel unencrypted; use wss:// or pass allow_insecure_http=True"
-        )
+    parts = checked_url(url, OPENPI, sends_key=bool(api_key), allow_insecure=allow_insecure)
     if profile is None:
         raise ValueError("an openpi server needs profile= (droid, aloha, libero, or a mapping)")
     chosen = load_profile(profile)
