@@ -26,9 +26,10 @@ import numpy as np
 from bench._common import BENCH_KEY, machine_note, mean, quantile, ratio
 from bench._common import table as markdown_table
 from bench.continuity import MEDIAN_S
+from sequence_ai_core.action_spaces import kind_of
 from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.policy import connect
-from sequence_ai_core.types import ABSOLUTE_SPACES, VELOCITY_SPACES, FloatArray
+from sequence_ai_core.types import FloatArray
 from sequence_ai_ros import conversions as conv
 from sequence_ai_ros import trajectories as traj
 from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm, reference_position
@@ -190,7 +191,7 @@ def replay(rec: Recording, output: str, mode: str, velocities: bool, controller:
     entry = CATALOGUE[rec.model]
     first = rec.ticks[0].wall
     start = reference_position(entry, first)[:-1]
-    velocity = rec.action_space in VELOCITY_SPACES
+    velocity = kind_of(rec.action_space) == "velocity"
     arm = ControlledJoints(
         controller,
         [f"joint_{i + 1}" for i in range(entry.joint_count)],
@@ -216,7 +217,7 @@ def replay(rec: Recording, output: str, mode: str, velocities: bool, controller:
             started = True
             msg = _message(rec, tick, output, mode, velocities, arm, streamer)
             held = False
-        elif tick.kind == "underrun" and not held and rec.action_space not in ABSOLUTE_SPACES:
+        elif tick.kind == "underrun" and not held and kind_of(rec.action_space) != "absolute":
             msg, held = _hold(output, rec, arm, tick.wall), True
             streamer.reset()
         if msg is not None:

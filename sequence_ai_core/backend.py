@@ -13,15 +13,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from .action_spaces import find_space
 from .credentials import missing_key_message
 from .errors import AuthError, InvalidRequest, InvalidResponse
 from .limits import CONTROL_HZ_TOLERANCE
 from .transport import Transport
 from .types import ActionChunk, Model, Observation, Prediction
 from .wire import encode_act_request, parse_models, parse_prediction
-
-#: Action spaces whose first values are joints: the observation's joint count must match.
-_JOINT_SPACES = frozenset({"joint_absolute", "joint_delta", "joint_velocity"})
 
 log = logging.getLogger(__name__)
 
@@ -151,11 +149,12 @@ def check_against_entry(entry: Model, observation: Observation) -> None:
             f"observation.images is empty: {name} takes "
             f"{', '.join(entry.camera_views)} (one ImageFrame each)"
         )
-    space = entry.raw.get("action_space")
+    # In joint spaces the first values are joints: the observation's joint count must match.
+    space = find_space(entry.raw.get("action_space"))
     joints = observation.proprioception.joint_positions
     count = len(joints) if hasattr(joints, "__len__") else -1
     dim = entry.action_dim
-    if space in _JOINT_SPACES and dim > 0 and count not in (dim - 1, dim):
+    if space is not None and space.joint and dim > 0 and count not in (dim - 1, dim):
         raise InvalidRequest(
             f"observation.proprioception.joint_positions has {count} values; {name} "
             f"acts on {dim} dimensions ({dim - 1} joints and a gripper, or {dim} joints)"

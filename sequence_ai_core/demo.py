@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .action_spaces import seam_unit
 from .catalogue import models
-from .outcome import SEAM_UNITS, RunOutcome
+from .outcome import RunOutcome
 from .policy import connect
 from .types import FloatArray, Model
 
@@ -193,7 +194,7 @@ def main() -> int:
             engine = results[model].engine
             if engine is not None:
                 print(engine.summary())
-            unit = SEAM_UNITS.get(CATALOGUE[model].action_space, "")
+            unit = seam_unit(CATALOGUE[model].action_space)
             print(
                 f"  largest step inside one chunk of this model: {in_chunk_step(model):.4f} {unit}"
             )

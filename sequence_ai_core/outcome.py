@@ -5,13 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .action_spaces import seam_unit
+
 
 def _fmt(value: float, unit: str = "s", scale: float = 1.0, digits: int = 3) -> str:
     return "-" if not math.isfinite(value) else f"{value * scale:.{digits}f}{unit}"
-
-
-#: What one unit of a seam jump is, per action space (gripper dimensions are 0..1 positions).
-SEAM_UNITS = {"joint_absolute": "rad", "joint_delta": "rad", "joint_velocity": "rad/s"}
 
 
 def _one_line(error: BaseException, limit: int = 300) -> str:
@@ -99,5 +97,5 @@ class RunOutcome:
             return "no chunk played"
         if self.chunks < 2:
             return f"one chunk, no seam ({self.action_space})"
-        unit = SEAM_UNITS.get(self.action_space, "action units")
+        unit = seam_unit(self.action_space)
         return f"max seam jump {self.max_seam_jump:.4f} {unit} ({self.action_space})"

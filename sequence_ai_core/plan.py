@@ -20,15 +20,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .action_spaces import kind_of, names_where, skips_stale
 from .errors import InvalidResponse
-from .types import ABSOLUTE_SPACES, VELOCITY_SPACES, ActionChunk, FloatArray, Prediction
+from .types import ActionChunk, FloatArray, Prediction
 
 #: A tick up to this fraction of a period early still plays the step due: sleeps and timers
 #: overshoot by milliseconds, and a tick landing just before a slot must not replay a step.
 DUE_TOLERANCE = 0.25
-#: Spaces where a step whose time has passed may be skipped. A skipped delta would move the
-#: arm somewhere the model never asked for, so delta (and unknown) spaces play every step.
-SKIPPING_SPACES = ABSOLUTE_SPACES | VELOCITY_SPACES
+#: Spaces where a step whose time has passed may be skipped (the table's ``skips_stale``;
+#: delta and unknown spaces play every step), as a set for the engine's tick.
+SKIPPING_SPACES = names_where(lambda space: space.skips_stale)
 #: Hysteresis before the lag shrinks, so latency jitter does not make the timeline wobble:
 #: the lag settles within this many periods above its target.
 LAG_SHRINK_PERIODS = 1
@@ -102,7 +103,7 @@ class PlannedChunk:
 
     def __post_init__(self) -> None:
         self.length = len(self.rows)
-        self.skips = self.prediction.action_chunk.action_space in SKIPPING_SPACES
+        self.skips = skips_stale(self.prediction.action_chunk.action_space)
 
     @property
     def chunk(self) -> ActionChunk:
@@ -339,7 +340,7 @@ class ChunkPlan:
 
     def _smooths(self, planned: PlannedChunk) -> bool:
         """Ramp out of the last sent action: absolute spaces only, never the first chunk."""
-        return self._smooth_seam > 0 and planned.chunk.action_space in ABSOLUTE_SPACES
+        return self._smooth_seam > 0 and kind_of(planned.chunk.action_space) == "absolute"
 
     def end(self, now: float) -> float:
         """When the planned steps run out (``now`` if nothing is planned)."""

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-from .plan import SKIPPING_SPACES
+from .action_spaces import skips_stale
 from .stats import SampleWindow
 
 LEAD_QUANTILE = 0.99
@@ -117,7 +117,7 @@ class RefillTiming:
     def lag_target(self, period_s: float, covers_s: float, action_space: str | None) -> float:
         """The lag to move toward (derived in the module docs), L the expected refill."""
         latency = self.expected_latency(period_s)
-        if self.freshness == "round_trip" or action_space not in SKIPPING_SPACES:
+        if self.freshness == "round_trip" or not skips_stale(action_space):
             return latency
         spacing = latency / self.max_in_flight
         return max(0.0, latency + spacing - covers_s) + period_s

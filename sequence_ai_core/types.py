@@ -13,13 +13,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import action_spaces as _spaces
+
 FloatArray = npt.NDArray[np.float64]
 
-#: Action spaces the gateway documents. Delta spaces must play every step (see engine).
-ACTION_SPACES = ("joint_absolute", "joint_delta", "ee_absolute", "ee_delta", "joint_velocity")
-DELTA_SPACES = frozenset({"joint_delta", "ee_delta"})
-ABSOLUTE_SPACES = frozenset({"joint_absolute", "ee_absolute"})
-VELOCITY_SPACES = frozenset({"joint_velocity"})
+#: Action spaces the gateway documents, and the spaces of each kind: names derived from the
+#: one table (``action_spaces``), which every rule reads, kept here for code that imports
+#: them from this module.
+ACTION_SPACES = _spaces.ACTION_SPACES
+DELTA_SPACES = _spaces.names_where(lambda space: space.kind == "delta")
+ABSOLUTE_SPACES = _spaces.names_where(lambda space: space.kind == "absolute")
+VELOCITY_SPACES = _spaces.names_where(lambda space: space.kind == "velocity")
 
 MODEL_PREFIX = "accounts/sequences/models/"
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from .action_spaces import find_space
 from .errors import InvalidResponse
 from .images import image_bytes
 from .limits import MAX_ACTION_DIM, MAX_CHUNK_VALUES, MAX_CONTROL_HZ, MAX_STEPS, MIN_CONTROL_HZ
 from .redaction import redact, redact_parsed
 from .types import (
-    ACTION_SPACES,
     ActionChunk,
     FloatArray,
     Model,
@@ -287,7 +287,7 @@ def _parse_steps(reader: _Reader, chunk: Mapping[str, Any], action_dim: int) -> 
 def _parse_chunk(reader: _Reader, chunk: Mapping[str, Any]) -> ActionChunk:
     where = "action_chunk."
     action_space = reader.string(chunk, "action_space", where)
-    if action_space not in ACTION_SPACES:
+    if find_space(action_space) is None:
         # Unknown semantics (is it a delta?) cannot be played safely.
         raise reader.fail(f"unknown action_space {action_space!r}")
     action_dim = reader.integer(chunk.get("action_dim"), "action_chunk.action_dim")

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from sequence_ai_core.types import ABSOLUTE_SPACES, DELTA_SPACES, VELOCITY_SPACES, FloatArray
+from sequence_ai_core.action_spaces import find_space, kind_of
+from sequence_ai_core.types import FloatArray
 
 if TYPE_CHECKING:  # only the simulated arm uses the simulator; the policy node never loads it
     from sequence_ai_sim.trajectory import Trajectory
@@ -118,15 +119,16 @@ def command_from_action(
 ) -> Command:
     split = len(action) - gripper_dims
     arm, gripper = action[:split], action[split:]
-    if action_space in VELOCITY_SPACES:
+    space = find_space(action_space)
+    if space is None or not space.joint:
+        return Command(arm, gripper)  # no joint targets: the values go out as they came
+    if space.kind == "velocity":
         # A position target one period ahead lets joint_trajectory_controller follow velocities.
         target = None if measured is None else measured + arm * period_s
         return Command(arm, gripper, positions=target, velocities=arm)
-    if action_space in ABSOLUTE_SPACES and action_space.startswith("joint"):
+    if space.kind == "absolute":
         return Command(arm, gripper, positions=arm)
-    if action_space in DELTA_SPACES and action_space.startswith("joint") and measured is not None:
-        return Command(arm, gripper, positions=measured + arm)
-    return Command(arm, gripper)
+    return Command(arm, gripper, positions=None if measured is None else measured + arm)
 
 
 def stamp(types: MessageTypes, nanoseconds: int) -> Any:
@@ -197,7 +199,7 @@ def chunk_trajectory(
 ) -> Any:
     """A whole chunk for recording and plotting: step i at i/hz after the observation.
     Velocity spaces fill ``velocities`` (gripper dims included, as the model sent them)."""
-    velocity = action_space in VELOCITY_SPACES
+    velocity = kind_of(action_space) == "velocity"
     points = [
         (None if velocity else row, row if velocity else None, i / control_hz)
         for i, row in enumerate(steps)

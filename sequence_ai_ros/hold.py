@@ -1,7 +1,8 @@
 """What "hold" means for each action space.
 
 A forward controller keeps executing the last command it received, so stopping the episode is
-not enough: the node must send a command that keeps the arm where it is.
+not enough: the node must send a command that keeps the arm where it is. Each space's hold
+is its row's ``hold`` in ``sequence_ai_core.action_spaces``:
 - velocity spaces: zero velocity;
 - absolute joint spaces: the measured position (the last target if nothing was measured);
 - delta spaces: a zero delta (joint-space outputs get the measured position);
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sequence_ai_core.types import ABSOLUTE_SPACES, DELTA_SPACES, VELOCITY_SPACES, FloatArray
+from sequence_ai_core.action_spaces import space_named
+from sequence_ai_core.types import FloatArray
 
 from .conversions import Command
 
@@ -33,20 +35,18 @@ def hold_command(
     sent (the controller's goal), not at a stale reading."""
     if last_action is None:
         return None
+    space = space_named(action_space)  # an unknown space has no hold: UnknownActionSpace
     measured = last_target if measured is None else measured
     split = len(last_action) - gripper_dims
     last_arm, gripper = last_action[:split], last_action[split:].copy()
     zeros = np.zeros(split, dtype=np.float64)
     usable = measured if measured is not None and len(measured) == split else None
-    if action_space in VELOCITY_SPACES:
-        return Command(zeros, gripper, positions=usable, velocities=zeros)
-    if action_space in ABSOLUTE_SPACES:
-        if action_space.startswith("joint"):
-            target = usable if usable is not None else last_arm.copy()
-            return Command(target, gripper, positions=target)
+    positions = usable if space.joint else None
+    if space.hold == "zero_velocity":
+        return Command(zeros, gripper, positions=positions, velocities=zeros)
+    if space.hold == "measured_position":
+        target = positions if positions is not None else last_arm.copy()
+        return Command(target, gripper, positions=target)
+    if space.hold == "last_command":
         return Command(last_arm.copy(), gripper)
-    if action_space in DELTA_SPACES:
-        return Command(
-            zeros, gripper, positions=usable if action_space.startswith("joint") else None
-        )
-    raise ValueError(f"no hold defined for action space {action_space!r}")
+    return Command(zeros, gripper, positions=positions)  # zero_delta

@@ -20,7 +20,8 @@ from typing import cast
 
 import numpy as np
 
-from sequence_ai_core.types import ABSOLUTE_SPACES, VELOCITY_SPACES, FloatArray
+from sequence_ai_core.action_spaces import find_space
+from sequence_ai_core.types import FloatArray
 
 from .conversions import Command
 from .params import NodeConfig, ParameterError
@@ -135,14 +136,17 @@ def check_action(
     commanded this episode (None before the first command); ``measured``: the fresh arm
     position or None, with ``arm_problem`` saying why; ``builds_positions``: the output type
     turns this action into joint targets from the measured position."""
-    first_absolute = last_action is None and action_space == "joint_absolute"
-    needs_measured = first_absolute or (builds_positions and action_space not in ABSOLUTE_SPACES)
+    space = find_space(action_space)
+    kind = None if space is None else space.kind
+    absolute_joints = space is not None and space.joint and kind == "absolute"
+    first_absolute = last_action is None and absolute_joints
+    needs_measured = first_absolute or (builds_positions and kind != "absolute")
     if measured is None and needs_measured:
         return f"no fresh arm position: {arm_problem}"
     previous = last_action
     if first_absolute:
         previous = measured  # the first target must not jump away from where the arm is
-    elif previous is None and action_space in VELOCITY_SPACES:
+    elif previous is None and kind == "velocity":
         # The arm is still: bound the first velocity too (arm dims; the gripper is a position).
         previous = np.zeros(len(action) - gripper_dims)
     return checks.check(action, previous)

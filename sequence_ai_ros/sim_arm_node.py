@@ -24,7 +24,8 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
-from sequence_ai_core.types import VELOCITY_SPACES, FloatArray
+from sequence_ai_core.action_spaces import kind_of
+from sequence_ai_core.types import FloatArray
 from sequence_ai_ros import outputs
 from sequence_ai_ros.interfaces import MESSAGE_TYPES
 from sequence_ai_sim import SimulatedArm
@@ -55,7 +56,7 @@ class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         joints = self.arm.model.joint_count
         self.joint_names = [f"joint_{i + 1}" for i in range(joints)]
         self.gripper_joint = self._param("gripper_joint", "gripper", "Name of the gripper joint.")
-        self._velocity = self.arm.model.action_space in VELOCITY_SPACES
+        self._velocity = kind_of(self.arm.model.action_space) == "velocity"
         msg_type = self._output.message_type(MESSAGE_TYPES)
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.create_subscription(msg_type, "command", self._on_command, reliable)

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sequence_ai_core.types import ABSOLUTE_SPACES, DELTA_SPACES, VELOCITY_SPACES, FloatArray
+from sequence_ai_core.action_spaces import find_space
+from sequence_ai_core.types import FloatArray
 
 #: ``trajectory_mode`` values: the rest of the chunk per message, or one point per tick.
 TRAJECTORY_MODES = ("chunk", "point")
@@ -80,26 +81,27 @@ def plan_trajectory(
     """
     if len(steps) == 0:
         return "no planned steps left"
+    space = find_space(action_space)
+    if space is None or not space.joint:
+        return f"action space {action_space} has no joint targets"
     split = steps.shape[1] - gripper_dims
     arm, gripper = steps[:, :split], steps[:, split:]
     times: FloatArray = np.arange(1, len(steps) + 1, dtype=np.float64) * period_s
     base = continue_from if continue_from is not None else measured
-    joint_delta = action_space in DELTA_SPACES and action_space.startswith("joint")
-    if action_space in VELOCITY_SPACES or joint_delta:
-        if base is None:
-            return "no measured arm position to integrate the plan from"
-        per_step = arm * period_s if action_space in VELOCITY_SPACES else arm
-        positions = base + np.cumsum(per_step, axis=0)
-        speeds = arm if action_space in VELOCITY_SPACES else arm / period_s
-        vel = _boundary_velocities(speeds) if velocities else None
-        first_speed = speeds[0]
-    elif action_space in ABSOLUTE_SPACES and action_space.startswith("joint"):
+    if space.kind == "absolute":
         positions = arm.copy()
         start = base if base is not None else arm[0]
         vel = _position_velocities(positions, start, period_s) if velocities else None
         first_speed = (positions[0] - start) / period_s
-    else:
-        return f"action space {action_space} has no joint targets"
+    else:  # velocities and deltas: integrated from where the arm is
+        if base is None:
+            return "no measured arm position to integrate the plan from"
+        velocity = space.kind == "velocity"
+        per_step = arm * period_s if velocity else arm
+        positions = base + np.cumsum(per_step, axis=0)
+        speeds = arm if velocity else arm / period_s
+        vel = _boundary_velocities(speeds) if velocities else None
+        first_speed = speeds[0]
     if continue_from is not None:
         positions = np.vstack([continue_from[None, :], positions])
         vel = None if vel is None else np.vstack([first_speed[None, :], vel])

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from sequence_ai_core.types import MODEL_PREFIX, VELOCITY_SPACES, FloatArray, short_model_id
+from sequence_ai_core.action_spaces import kind_of
+from sequence_ai_core.types import MODEL_PREFIX, FloatArray, short_model_id
 
 #: Wall-clock origin of the trajectory. Subtracting it keeps the sine arguments small, so
 #: float64 keeps micro-radian precision for current epoch times.
@@ -143,7 +144,7 @@ def reference_velocity(model: SimModel, t_wall: float) -> FloatArray:
 
 def reference_action(model: SimModel, t_wall: float) -> FloatArray:
     """The action the simulated model outputs for wall time ``t_wall`` in its action space."""
-    if model.action_space in VELOCITY_SPACES:
+    if kind_of(model.action_space) == "velocity":
         return reference_velocity(model, t_wall)
     return reference_position(model, t_wall)
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from sequence_ai_core.types import ABSOLUTE_SPACES, FloatArray
+from sequence_ai_core.action_spaces import kind_of
+from sequence_ai_core.types import FloatArray
 
 from .catalogue import CATALOGUE, SimModel, reference_chunk, reference_position
 from .faults import Fault
@@ -238,7 +239,7 @@ def chunk_values(
     values = reference_chunk(model, anchor_wall, steps)
     if observed is not None and observed.shape == (model.action_dim,):
         offset = observed - reference_position(model, anchor_wall)
-        if model.action_space in ABSOLUTE_SPACES:
+        if kind_of(model.action_space) == "absolute":
             values = values + offset
         else:
             values[:, -1] += offset[-1]

@@ -7,9 +7,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ..action_spaces import ACTION_SPACES, find_space
 from ..errors import ConfigurationError
 from ..limits import MAX_ACTION_DIM, MAX_CONTROL_HZ, MAX_STEPS, MIN_CONTROL_HZ
-from ..types import ACTION_SPACES
 from .profiles import BUILTIN, STATE_SOURCES, ImageSpec, Profile, StateSpec
 
 
@@ -101,7 +101,7 @@ def profile_from_mapping(data: Mapping[str, Any]) -> Profile:
             f"profile control_hz must be in [{MIN_CONTROL_HZ:g}, {MAX_CONTROL_HZ:g}], got {hz!r}"
         )
     space = data.get("action_space")
-    if space not in ACTION_SPACES:
+    if find_space(space) is None:
         raise ConfigurationError(
             f"profile action_space must be one of {ACTION_SPACES}, got {space!r}"
         )
