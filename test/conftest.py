@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,13 @@ import pytest
 from sequence_ai_sim import GatewaySimulator
 
 TEST_KEY = "sk-test-0123456789abcdef"
+
+# A shell's background job (`make test &`, some CI runners) starts with SIGINT ignored, and
+# every program a test starts would inherit that: Ctrl-C and SIGINT tests then wait forever
+# on a program that never sees the signal. A handler is not inherited across exec; the
+# default is, which is what a terminal gives.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _real_rclpy() -> bool:
