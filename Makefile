@@ -49,24 +49,33 @@ $(VENV)/.test: $(VENV)/.core setup.py
 	$(BIN)/python -m pip install -q --no-deps --upgrade --target $(HUMBLE_RCLPY) rclpy-intellisense==1.2.0
 	touch $@
 
-# A floor venv, $(1): Python $(2) with the distro's packages pinned by $(3), the test extra, and
-# this package built by that distro's setuptools (--no-build-isolation) and installed as a copy,
-# as colcon and the distro's pip would. build/ first: setuptools 59 reuses what it finds there.
-# sequence-ai 0.1.0 (a test peer) installs a `sequence-ai` script of its own: ours goes last.
+# A floor venv, $(1): Python $(2) with the distro's packages pinned by $(3) and the test extra.
 define floor_venv
 	test -n "$(2)" || { echo "no Python for $(1): see HUMBLE_PYTHON / JAZZY_PYTHON" >&2; exit 1; }
 	$(2) -m venv $(1)
 	$(1)/bin/python -m pip install -q -c $(3) $(DISTRO_PACKAGES) $(4)
 	rm -rf build
 	$(1)/bin/python -m pip install -q -c $(3) --no-build-isolation '.[test]'
-	$(1)/bin/python -m pip install -q -c $(3) --no-build-isolation --no-deps --force-reinstall .
 	$(1)/bin/python -m pip install -q --no-deps $(OPENPI_PEERS)
+endef
+# This package into floor venv $(1), built by that distro's setuptools (--no-build-isolation)
+# and installed as a copy, as colcon and the distro's pip would; again whenever a source
+# changes. build/ first: setuptools 59 reuses what it finds there. Last, so that our
+# `sequence-ai` script wins over the one sequence-ai 0.1.0 (a test peer) installs.
+PACKAGE_SOURCES := $(shell find sequence_ai_core sequence_ai_sim sequence_ai_ros -name '*.py' -o -name py.typed)
+define floor_install
+	rm -rf build
+	$(1)/bin/python -m pip install -q --no-build-isolation --no-deps --force-reinstall .
 	rm -rf build
 endef
 
 $(ROS_VENV)/.ros: setup.py Makefile $(FLOORS)/jazzy.txt
 	rm -rf $(ROS_VENV)
 	$(call floor_venv,$(ROS_VENV),$(JAZZY_PYTHON),$(FLOORS)/jazzy.txt,$(foreach w,$(ROS_WHEELS),'$(w)'))
+	touch $@
+
+$(ROS_VENV)/.installed: $(ROS_VENV)/.ros $(PACKAGE_SOURCES)
+	$(call floor_install,$(ROS_VENV))
 	touch $@
 
 # Humble's floor, and beside it (off sys.path) what Ubuntu 22.04's python3-httpx brings, for
@@ -76,6 +85,10 @@ $(HUMBLE_VENV)/.floor: setup.py Makefile $(FLOORS)/humble.txt $(FLOORS)/humble-a
 	$(call floor_venv,$(HUMBLE_VENV),$(HUMBLE_PYTHON),$(FLOORS)/humble.txt,)
 	$(HUMBLE_VENV)/bin/python -m pip install -q --no-warn-conflicts --target $(HUMBLE_VENV)/apt-httpx \
 		-c $(FLOORS)/humble-apt-httpx.txt httpx
+	touch $@
+
+$(HUMBLE_VENV)/.installed: $(HUMBLE_VENV)/.floor $(PACKAGE_SOURCES)
+	$(call floor_install,$(HUMBLE_VENV))
 	touch $@
 
 demo: $(VENV)/.core
@@ -101,7 +114,7 @@ FLOOR_PYTEST = cd test && SEQUENCE_AI_FLOOR=$(1) $(3) ../$(2)/bin/python -m pyte
 # package versions: JAZZY_SUITE), the colcon builds, then the node as shipped on real rclpy in
 # separate processes (refuses to skip: test/realros), the colcon-installed node included.
 JAZZY_SUITE ?= .
-pytest-ros: $(ROS_VENV)/.ros
+pytest-ros: $(ROS_VENV)/.installed
 	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) -m "not soak and not ros" --ignore=test_install.py \
 		$(JAZZY_SUITE) test_colcon_build.py
 	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV),SEQUENCE_AI_REAL_ROS=required) -m ros \
@@ -109,7 +122,7 @@ pytest-ros: $(ROS_VENV)/.ros
 
 # Humble's floor: the non-ROS suite but the install test (it builds venvs of its own), and
 # both colcon builds checked by layout (Humble's rclpy is not on PyPI).
-floor-humble: $(HUMBLE_VENV)/.floor
+floor-humble: $(HUMBLE_VENV)/.installed
 	$(call FLOOR_PYTEST,humble,$(HUMBLE_VENV),SEQUENCE_AI_APT_HTTPX=$(CURDIR)/$(HUMBLE_VENV)/apt-httpx) \
 		-m "not soak and not ros" --ignore=test_install.py
 
@@ -121,7 +134,7 @@ bench: $(VENV)/.test
 bench-full: $(VENV)/.test
 	$(BIN)/python -m bench --full
 
-bench-ros: $(ROS_VENV)/.ros
+bench-ros: $(ROS_VENV)/.installed
 	$(ROS_BIN)/python -m bench ros_node
 
 soak: $(VENV)/.test

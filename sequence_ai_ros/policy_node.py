@@ -27,9 +27,9 @@ from sequence_ai_core.episode import Episode, StopReason
 from sequence_ai_core.errors import SequencesError
 from sequence_ai_core.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.types import ABSOLUTE_SPACES, ActionChunk
 
 from . import diagnostics, params, rclpy_guards
+from .control import NO_RATE_POLL_S
 from .episode import Episodes
 from .health_publisher import HealthPublisher
 from .node_io import NodeIO
@@ -38,10 +38,6 @@ from .safety import SafetyChecks, checks_from_config
 #: Where the node reads an openpi server's key (sent as ``Authorization: Api-Key``); the
 #: gateway's key is never sent to an openpi server.
 OPENPI_KEY_ENV = "OPENPI_API_KEY"
-
-#: The timer's period while the engine knows no rate (no control_hz parameter, a catalogue
-#: entry without one, no chunk yet): how often it looks for the first chunk; not a period.
-NO_RATE_POLL_S = 0.1
 
 #: The lifecycle state each transition leads to when its callback succeeds (diagnostics).
 _AFTER = {
@@ -194,7 +190,7 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         )
         self._safety = checks_from_config(config, model.action_dim)
         self.config = config
-        self.io = NodeIO(self, config, model, controller=self, playing=self._playing_chunk)
+        self.io = NodeIO(self, config, model, controller=self)
         self.io.create()
         self.health.hardware_id = config.hardware_id
         self.get_logger().info(
@@ -240,18 +236,19 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         # Built before the episode counts as started: a refusal here leaves nothing running.
         settings = config.run.with_catalogue(policy.describe())
         engine = PlaybackEngine(policy, settings)
+        control = io.control
         self.episodes.start(
             Episode(
                 engine,
                 max_actions=config.max_actions,
-                hold=lambda: io.hold(early=True),
-                hold_underrun=io.hold_underrun,  # absolute targets hold by themselves
+                hold=lambda: control.hold(early=True),
+                hold_underrun=control.hold_underrun,  # absolute targets hold by themselves
                 stall_timeout_s=settings.stall_timeout_s,
             )
         )
         self.engine = engine
         self._last_error = None
-        io.begin_episode()
+        control.begin_episode()
         self._set_timer(engine.period_s or NO_RATE_POLL_S)  # the engine's period, from tick 1
         self.get_logger().info(f"episode {self.episodes.number} started")
         return None
@@ -268,8 +265,8 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         # A forward controller keeps executing a velocity, so a completed velocity episode
         # ends with zeros too. A completed absolute plan ends on its last target, which holds
         # by itself: a hold at the measured position would be one more command, a step back.
-        if not end.early and self.io is not None and self.io.action_space not in ABSOLUTE_SPACES:
-            self.io.hold(early=False)
+        if not end.early and self.io is not None and not self.io.control.holds_by_itself:
+            self.io.control.hold(early=False)
         if self.engine is not None:
             # Never block the executor on an HTTP exchange still in flight (up to timeout_s);
             # abort it, as run() does: an exchange outliving its episode would hold one of
@@ -313,9 +310,6 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
             self.destroy_timer(self._timer)
         self._timer = self.create_timer(period, self.on_tick)
 
-    def _playing_chunk(self) -> tuple[ActionChunk, float] | None:
-        return None if self.engine is None else self.engine.current_chunk
-
     @property
     def episode_number(self) -> int:
         return self.episodes.number
@@ -326,43 +320,18 @@ class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
         return float(self._timer.timer_period_ns) * 1e-9 if self._timer is not None else 0.0
 
     def on_tick(self) -> None:
-        engine, io, safety, config = self.engine, self.io, self._safety, self.config
-        episode = self.episodes.current
-        if engine is None or io is None or safety is None or config is None:
+        """One call into the ROS-free control step; the node only keeps the timer and the
+        episode's lifecycle."""
+        engine, io, safety, episode = self.engine, self.io, self._safety, self.episodes.current
+        if engine is None or io is None or safety is None or episode is None or episode.ended:
             return
-        if episode is None or episode.ended:
-            return
-        # One rule for every output type: an arm state older than max_observation_age_s ends
-        # motion and the episode at this tick, i.e. within that age plus one control period of
-        # the last reading. A plan must not play on (or a target be built) on a frozen reading.
-        stale = io.inputs.arm_stale(config.max_observation_age_s)
-        if stale is not None:
-            self.stop_episode("stale_input", detail=stale)
-            return
-        now = time.monotonic()
-        try:
-            tick = engine.tick(now, io.inputs.observe)
-        except Exception as exc:  # an untyped failure must still hold, not kill the executor
-            if not isinstance(exc, SequencesError):
-                self.get_logger().error(self._redact(traceback.format_exc()))
-            self.stop_episode(None, detail=str(exc), error=exc)
-            return
-        period = engine.period_s or NO_RATE_POLL_S
-        if abs(period - self.timer_period) > 1e-6:  # the timer keeps whole nanoseconds
-            self._set_timer(period)  # the first chunk told the rate, or it differs a little
-        if tick.new_chunk:
-            io.publish_chunk(engine)
-        if tick.action is None:
-            stalled = episode.empty_tick(tick.kind, now)  # the underrun hold, the stall bound
-            if stalled is not None:
-                self.stop_episode(None, detail=str(stalled), error=stalled)
-            return
-        space = engine.action_space or ""
-        problem = io.play(tick.action, space, safety, period, tick, episode.remaining)
-        if not episode.offer(problem):  # refused: nothing went out
-            self.stop_episode("validate", detail=problem or "")
-        elif episode.commit():
-            self.stop_episode("completed")
+        step = io.control.step(engine, episode, safety, time.monotonic())
+        if step.trace:
+            self.get_logger().error(self._redact(step.trace))
+        if abs(step.period_s - self.timer_period) > 1e-6:  # the timer keeps whole nanoseconds
+            self._set_timer(step.period_s)  # the first chunk told the rate, or it differs a little
+        if step.ends:
+            self.stop_episode(step.reason, detail=step.detail, error=step.error)
 
     # ------------------------------------------------------------------ diagnostics
 

@@ -24,6 +24,7 @@ from sequence_ai_core.action_spaces import find_space
 from sequence_ai_core.types import FloatArray
 
 from .conversions import Command
+from .inputs import InputStore
 from .params import NodeConfig, ParameterError
 
 Validator = Callable[[FloatArray], bool]
@@ -183,3 +184,11 @@ def trajectory_steps(
 def after_hold(hold: Command) -> FloatArray:
     """What ``max_step`` compares the next action with after a hold: the hold itself."""
     return np.concatenate([hold.arm, hold.gripper])
+
+
+def stale_input(inputs: InputStore, config: NodeConfig) -> str | None:
+    """Why motion must end at this tick, for every output type alike: the arm reading is
+    unusable or older than ``max_observation_age_s``. Motion and the episode then end within
+    that age plus one control period of the last reading: a plan must not play on (nor a
+    target be built) on a frozen reading."""
+    return inputs.arm_stale(config.max_observation_age_s)

@@ -74,16 +74,16 @@ def test_max_step_compares_with_the_hold_and_bounds_the_first_velocity(inprocess
     run = inprocess(max_step=[0.5])
     node = run.node
     assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
-    io, safety, period = node.io, node._safety, 1 / 15
+    control, safety, period = node.io.control, node._safety, 1 / 15
 
     def play(arm: float, gripper: float = 0.5) -> str | None:
-        return io.play(np.array([arm] * 7 + [gripper]), "joint_velocity", safety, period)
+        return control.play(np.array([arm] * 7 + [gripper]), "joint_velocity", safety, period)
 
-    io.begin_episode()
-    io.inputs.on_joint_state([*JOINTS], [0.0] * 7, [])
+    control.begin_episode()
+    node.io.inputs.on_joint_state([*JOINTS], [0.0] * 7, [])
     assert "max_step" in (play(0.6) or "")  # from rest: 0.6 rad/s in one step
     assert play(0.4, gripper=0.9) is None  # the gripper is a position, not compared with 0
-    io.hold_underrun()
+    control.hold_underrun()
     assert "max_step" in (play(0.85) or "")  # 0.85 from the hold's 0, not from 0.4
     assert play(0.3) is None
 
