@@ -93,7 +93,10 @@ setup(
     install_requires=["httpx>=0.25", "httpcore>=0.18", "numpy>=1.21", "Pillow>=9.0"],
     extras_require={
         # The openpi backend (ws:// and wss:// policy servers), imported only when used.
-        "openpi": ["websockets>=13", "msgpack>=1.0"],
+        # websockets 17 (Python >= 3.11) waits out a frame with a reserved opcode instead
+        # of failing the connection, and deprecates connect() outside a with-block: 13-16 are
+        # the tested releases.
+        "openpi": ["websockets>=13,<17", "msgpack>=1.0"],
         "test": [
             "pytest>=7",
             "pytest-timeout>=2.1",
@@ -110,7 +113,7 @@ setup(
             # openpi's server and client (the openpi backend's peers) are installed by the
             # Makefile without their dependencies (openpi-client pins numpy < 2); these are
             # what they import.
-            "websockets>=13",
+            "websockets>=13,<17",
             "msgpack>=1.0",
             "dm-tree>=0.1.8",
             "typing_extensions>=4",
