@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import NoReturn
 
 from ._version import __version__
@@ -23,6 +25,24 @@ from .transport import resolve_base_url
 from .types import Model
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+@dataclass(frozen=True)
+class ServedElsewhere:
+    """A command whose code is another package's: the module that serves it, which has
+    ``add_arguments(parser)`` and ``run(args) -> int``, and the help line listed here."""
+
+    module: str
+    help: str
+
+
+#: Commands served by other packages of this distribution, by name. The simulator depends on
+#: the client, so no client module imports it: this table names the module that serves each
+#: command, as an entry point would, and ``main`` loads it only when the command line names
+#: that command, so every other command works without it.
+SERVED_ELSEWHERE = {
+    "sim": ServedElsewhere("sequence_ai_sim.cli", "run the gateway simulator on loopback"),
+}
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -160,12 +180,6 @@ def _cmd_openpi_doctor(args: argparse.Namespace, url: str) -> int:
     return EXIT_OK if run_openpi_doctor(settings) else EXIT_FAILURE
 
 
-def _cmd_sim(args: argparse.Namespace) -> int:
-    from sequence_ai_sim import cli as sim_cli
-
-    return int(sim_cli.run(args))
-
-
 def _gateway_flags() -> argparse.ArgumentParser:
     """``--base-url`` and ``--allow-insecure-http``, accepted before or after the command.
 
@@ -186,7 +200,7 @@ def _gateway_flags() -> argparse.ArgumentParser:
     return flags
 
 
-def _add_commands(parser: argparse.ArgumentParser, *, with_sim: bool) -> None:
+def _add_commands(parser: argparse.ArgumentParser, *, loading: Sequence[str]) -> None:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     gateway = [_gateway_flags()]
     listing = commands.add_parser("models", help="list the gateway's models", parents=gateway)
@@ -215,16 +229,24 @@ def _add_commands(parser: argparse.ArgumentParser, *, with_sim: bool) -> None:
     )
     doctor.set_defaults(handler=_cmd_doctor)
 
-    sim = commands.add_parser("sim", help="run the gateway simulator on loopback")
-    if with_sim:
-        # Imported only for this command, so the others work even without the simulator.
-        from sequence_ai_sim import cli as sim_cli
-
-        sim_cli.add_arguments(sim)
-    sim.set_defaults(handler=_cmd_sim)
+    for name, served in SERVED_ELSEWHERE.items():
+        command = commands.add_parser(name, help=served.help)
+        if name in loading:
+            _load_served(served, command)
 
 
-def build_parser(*, with_sim: bool = False) -> argparse.ArgumentParser:
+def _load_served(served: ServedElsewhere, command: argparse.ArgumentParser) -> None:
+    """The command's arguments and handler, from the module that serves it."""
+    module = importlib.import_module(served.module)
+    add_arguments: Callable[[argparse.ArgumentParser], None] = module.add_arguments
+    run: Callable[[argparse.Namespace], int] = module.run
+    add_arguments(command)
+    command.set_defaults(handler=run)
+
+
+def build_parser(*, loading: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The command line; ``loading``: the commands served elsewhere to load (their
+    arguments, their handler), by name."""
     parser = OneLineErrorParser(
         prog="sequence-ai", description="Cloud robot policies from the command line."
     )
@@ -237,13 +259,13 @@ def build_parser(*, with_sim: bool = False) -> argparse.ArgumentParser:
         action="store_true",
         help="allow plain http:// to a non-loopback host (sends the key unencrypted)",
     )
-    _add_commands(parser, with_sim=with_sim)
+    _add_commands(parser, loading=loading)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(with_sim="sim" in arguments)
+    parser = build_parser(loading=[name for name in SERVED_ELSEWHERE if name in arguments])
     try:
         args = parser.parse_args(arguments)
     except SystemExit as exc:  # argparse: --help/--version exit 0, usage errors 2

@@ -69,7 +69,8 @@ def image_bytes(data: object, where: str = "image data") -> bytes:
 
 
 def _array_to_rgb(image: npt.NDArray[np.generic]) -> Image.Image:
-    if image.dtype != np.uint8:
+    # dtype to dtype: numpy 1.21's stubs call a dtype compared with a scalar type unreachable.
+    if image.dtype != np.dtype(np.uint8):
         raise ValueError(f"image array must be uint8, got {image.dtype}")
     if image.size == 0:
         raise ValueError(f"image array is empty, shape {image.shape}")
@@ -86,7 +87,10 @@ def _decode(data: bytes) -> Image.Image:
     if not data.startswith(_SIGNATURES):
         raise ValueError("image bytes must be an encoded JPEG or PNG")
     try:
-        with Image.open(io.BytesIO(data)) as opened:
+        # Named before the with: Pillow 13 types __enter__ as typing.Self, Any to mypy at
+        # Python 3.10, which would leave the conversion unchecked.
+        opened = Image.open(io.BytesIO(data))
+        with opened:
             return opened.convert("RGB")
     except (OSError, Image.DecompressionBombError) as exc:
         raise ValueError(f"image bytes could not be decoded: {exc}") from exc

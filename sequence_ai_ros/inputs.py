@@ -107,7 +107,9 @@ class InputStore:
         reading = self._joints.payload if self._joints is not None else None
         if self.arm_problem(max_age_s) is not None or not isinstance(reading, JointReading):
             return None
-        return reading.positions.copy()
+        # Typed here: numpy >= 2.4 types .copy() as typing.Self, Any to mypy at Python 3.10.
+        positions: FloatArray = reading.positions.copy()
+        return positions
 
     def _fresh(self, what: str, received: _Received | None, now: float) -> _Received:
         if received is None:

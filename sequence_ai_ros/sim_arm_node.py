@@ -22,6 +22,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.utilities import try_shutdown
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from sequence_ai_core.action_spaces import kind_of
@@ -32,7 +33,8 @@ from sequence_ai_sim import SimulatedArm
 from sequence_ai_sim.controllers import CONTROLLER_MODELS
 
 
-class SimArmNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
+# Where rclpy is not installed (the usual type check) Node is Any; Jazzy's wheels are typed.
+class SimArmNode(Node):  # type: ignore[misc, unused-ignore]
     def __init__(self, node_name: str = "sim_arm", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         model = self._param("model", "pi05-droid", "Simulated model whose arm this is.")
@@ -160,7 +162,7 @@ def main(args: list[str] | None = None) -> None:
         pass
     finally:
         node.destroy_node()
-        rclpy.try_shutdown()
+        try_shutdown()
 
 
 if __name__ == "__main__":

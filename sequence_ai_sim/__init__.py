@@ -2,9 +2,9 @@
 credit-free bench runs.
 
 It speaks the gateway's wire contract over real HTTP on loopback, so it depends on
-``sequence_ai_core`` only for the contract's shared types; the client never imports it
-(except lazily, for ``sequence-ai sim`` and the demo). ``python -m sequence_ai_sim`` is
-``sequence-ai sim``.
+``sequence_ai_core`` only for the contract's shared types. The client's code points the other
+way: ``sequence-ai sim`` loads ``sequence_ai_sim.cli`` by name, and only the demo imports the
+simulator, inside its functions. ``python -m sequence_ai_sim`` is ``sequence-ai sim``.
 """
 
 import logging

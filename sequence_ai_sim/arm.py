@@ -99,7 +99,9 @@ class SimulatedArm:
         """Joint positions (rad), without the gripper."""
         with self._lock:
             self._advance(time.monotonic())
-            return self._position[:-1].copy()
+            # Typed here: numpy >= 2.4 types .copy() as typing.Self, Any to mypy at Python 3.10.
+            joints: FloatArray = self._position[:-1].copy()
+            return joints
 
     def send_gripper(self, position: float) -> None:
         """The gripper's own controller: set its position (0..1)."""

@@ -129,7 +129,9 @@ def reference_position(model: SimModel, t_wall: float) -> FloatArray:
     t = t_wall - _EPOCH_S
     joints = offset + amplitude * np.sin(2.0 * math.pi * frequency * t + phase)
     gripper = 0.5 + 0.45 * math.sin(2.0 * math.pi * _GRIPPER_HZ * t)
-    return np.append(joints, gripper).astype(np.float64)
+    # Typed here: numpy 1.21's stubs leave np.append unannotated (Any).
+    position: FloatArray = np.append(joints, gripper).astype(np.float64)
+    return position
 
 
 def reference_velocity(model: SimModel, t_wall: float) -> FloatArray:
@@ -139,7 +141,8 @@ def reference_velocity(model: SimModel, t_wall: float) -> FloatArray:
     omega = 2.0 * math.pi * frequency
     joints = amplitude * omega * np.cos(omega * t + phase)
     gripper = 0.5 + 0.45 * math.sin(2.0 * math.pi * _GRIPPER_HZ * t)
-    return np.append(joints, gripper).astype(np.float64)
+    velocity: FloatArray = np.append(joints, gripper).astype(np.float64)  # typed, as above
+    return velocity
 
 
 def reference_action(model: SimModel, t_wall: float) -> FloatArray:

@@ -1,6 +1,8 @@
 """``sequence-ai sim``: run the gateway simulator until SIGINT/SIGTERM.
 
-Also runnable as ``python -m sequence_ai_sim``.
+Also runnable as ``python -m sequence_ai_sim``. The ``sequence-ai`` command loads this module
+by name for ``sim`` (``SERVED_ELSEWHERE`` in ``sequence_ai_core.cli``): it has the
+``add_arguments`` and ``run`` that table asks for.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 from types import FrameType
 from typing import Any
 
+from sequence_ai_core.cli import OneLineErrorParser
 from sequence_ai_core.transport import resolve_base_url
 
 from .responses import ERROR_SHAPES
@@ -214,8 +217,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sequence_ai_core.cli import OneLineErrorParser
-
     parser = OneLineErrorParser(prog="python -m sequence_ai_sim", description=__doc__)
     add_arguments(parser)
     return run(parser.parse_args(argv))

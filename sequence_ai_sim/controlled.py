@@ -97,9 +97,12 @@ class ControlledJoints:
 
     @property
     def positions(self) -> FloatArray:
-        return self.servo.positions.copy()
+        # Typed here: numpy >= 2.4 types .copy() as typing.Self, Any to mypy at Python 3.10.
+        positions: FloatArray = self.servo.positions.copy()
+        return positions
 
     @property
     def reference(self) -> FloatArray:
         """The position the controller commands now (integrated, for velocity commands)."""
-        return self.servo.reference.copy()
+        reference: FloatArray = self.servo.reference.copy()
+        return reference

@@ -253,7 +253,9 @@ class JointTrajectoryControllerModel:
         if desired is None:
             return None
         self._last = desired
-        return desired.positions.copy()
+        # Typed here: numpy >= 2.4 types .copy() as typing.Self, Any to mypy at Python 3.10.
+        positions: FloatArray = desired.positions.copy()
+        return positions
 
 
 class ForwardCommandControllerModel:
@@ -296,7 +298,9 @@ class ForwardCommandControllerModel:
         command = self._command
         if not self.is_active or command is None or len(command) != self.interfaces:
             return None  # nothing received, or update() returns ERROR: interfaces unchanged
-        return command.copy()
+        # Typed here: numpy >= 2.4 types .copy() as typing.Self, Any to mypy at Python 3.10.
+        copied: FloatArray = command.copy()
+        return copied
 
 
 Controller = JointTrajectoryControllerModel | ForwardCommandControllerModel

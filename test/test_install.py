@@ -97,6 +97,9 @@ def test_pip_install_puts_sequence_ai_on_path(
     sim_help = _run([python, "-m", "sequence_ai_sim", "--help"])
     assert sim_help.returncode == 0, sim_help.stderr
     assert "--cold-start" in sim_help.stdout
+    # ... and `sequence-ai sim`, which the client's command loads from it by name.
+    sim_command = _run([str(command), "sim", "--help"])
+    assert sim_command.returncode == 0 and "--cold-start" in sim_command.stdout, sim_command.stderr
     assert "sequence_ai_sim/py.typed," in record.read_text()
     # No openpi extra here: its profiles import, a ws:// URL names the extra to install.
     script = (

@@ -85,7 +85,10 @@ def _array(obj: dict[Any, Any]) -> np.ndarray[Any, Any]:
             f"array of shape {tuple(shape)} and dtype {dtype.str} needs "
             f"{count * dtype.itemsize} bytes, the frame has {len(data)}"
         )
-    return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+    # Its dtype is the frame's, known only at run time; the annotation also keeps numpy 2.4's
+    # .copy() (typed as typing.Self, Any to mypy at Python 3.10) from making the return Any.
+    array: np.ndarray[Any, Any] = np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+    return array
 
 
 def _scalar(obj: dict[Any, Any]) -> Any:
