@@ -10,8 +10,11 @@ them. Their chances are stated where they are used (chi-square and binomial tail
 
 from __future__ import annotations
 
+import argparse
 import io
 import itertools
+import json
+import signal
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +24,7 @@ import pytest
 from conftest import TEST_KEY
 from PIL import Image
 from test_sim_server import act_request
+from test_sim_tls_cli import _start_cli
 
 import sequence_ai_core
 from sequence_ai_core.types import MODEL_PREFIX, ImageFrame, Observation, Proprioception
@@ -33,6 +37,7 @@ from sequence_ai_sim import (
     Spread,
 )
 from sequence_ai_sim.catalogue import reference_chunk
+from sequence_ai_sim.cli import add_arguments
 
 POSITION = CATALOGUE["lingbot-va-5b"]  # joint_absolute, 6 joints + gripper, 25 Hz x 16
 VELOCITY = CATALOGUE["pi05-droid"]  # joint_velocity, 7 joints + gripper, 15 Hz x 15
@@ -336,3 +341,60 @@ def test_levels_are_documented_per_action_space() -> None:
 def test_unusable_settings_are_refused(make: Any) -> None:
     with pytest.raises(ValueError):
         make()
+
+
+# ------------------------------------------------------------------------- the command
+
+
+def test_the_flags_parse_and_default_to_none() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    defaults = parser.parse_args([])
+    assert (defaults.disagreement, defaults.disagreement_seed) == ("none", 0)
+    chosen = parser.parse_args(["--disagreement", "mode_switch", "--disagreement-seed", "9"])
+    assert (chosen.disagreement, chosen.disagreement_seed) == ("mode_switch", 9)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--disagreement", "loud"])
+
+
+def _cli_answers(*flags: str) -> list[dict[str, Any]]:
+    process = _start_cli("--api-key", TEST_KEY, "--latency", "0", *flags)
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        assert banner.startswith("gateway simulator on http://127.0.0.1:"), banner
+        url = banner.split()[3]
+        headers = {"Authorization": f"Bearer {TEST_KEY}"}
+        with httpx.Client(base_url=url, headers=headers, timeout=10.0) as http:
+            bodies = [http.post("/v1/act", json=request).json() for request in _requests()]
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=20.0)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
+    return [body["action_chunk"] for body in bodies]
+
+
+@pytest.mark.parametrize(
+    ("flags", "settings"),
+    [
+        ((), {}),
+        (
+            ("--disagreement", "calibrated", "--disagreement-seed", "3"),
+            {"disagreement": "calibrated", "disagreement_seed": 3},
+        ),
+    ],
+    ids=["default", "calibrated"],
+)
+def test_the_command_serves_what_the_simulator_does(
+    flags: tuple[str, ...], settings: dict[str, Any]
+) -> None:
+    answers = _cli_answers(*flags)
+    with simulator(**settings) as sim:
+        expected = [body["action_chunk"] for body in _answers(sim, _requests())]
+    assert json.dumps(answers) == json.dumps(expected)
+    with simulator() as plain:
+        exact = [body["action_chunk"] for body in _answers(plain, _requests())]
+    assert (answers == exact) == (not flags)  # the default is today's exact reference
