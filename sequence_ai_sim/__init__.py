@@ -11,6 +11,8 @@ import logging
 
 from .arm import SimulatedArm
 from .catalogue import CATALOGUE, SimModel, reference_position
+from .disagreement import LEVELS as DISAGREEMENT_LEVELS
+from .disagreement import Disagreement, Spread
 from .faults import Fault
 from .server import GatewaySimulator
 
@@ -19,9 +21,12 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "CATALOGUE",
+    "DISAGREEMENT_LEVELS",
+    "Disagreement",
     "Fault",
     "GatewaySimulator",
     "SimModel",
     "SimulatedArm",
+    "Spread",
     "reference_position",
 ]

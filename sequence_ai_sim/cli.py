@@ -118,6 +118,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tls-cert", default=None, metavar="FILE", help="PEM certificate")
     parser.add_argument("--tls-key", default=None, metavar="FILE", help="PEM private key")
+    from .disagreement import LEVELS
+
+    parser.add_argument(
+        "--disagreement",
+        choices=tuple(LEVELS),
+        default="none",
+        help="how consecutive chunks disagree, as real models' do: none (the exact reference, "
+        "default), calibrated (per-chunk offset sd 20 mrad and drift sd 20 mrad/s per joint; "
+        "0.05 rad/s and 0.05 rad/s^2 for velocity models), mode_switch (calibrated, plus 1 "
+        "chunk in 10 following the reference shifted by +-0.5 s)",
+    )
+    parser.add_argument(
+        "--disagreement-seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of the disagreement draws (same seed and requests: same chunks)",
+    )
 
 
 def _simulator(args: argparse.Namespace, api_key: str | None) -> GatewaySimulator:
@@ -136,6 +154,8 @@ def _simulator(args: argparse.Namespace, api_key: str | None) -> GatewaySimulato
         ms_per_kb=args.ms_per_kb,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        disagreement=args.disagreement,
+        disagreement_seed=args.disagreement_seed,
     )
 
 

@@ -323,6 +323,8 @@ class GatewayHandler(BaseHTTPRequestHandler):
             )
         anchor = stamp_ms / 1000.0 if stamp_ms is not None else arrival_wall
         self.state.update_record(serial, anchor_wall=anchor)
+        # Drawn before the model runs: requests in flight together keep their arrival order.
+        draw = self.state.draw_chunk(model, anchor, seed)
         timing = self.state.run_model(len(raw))
         if timing is None:
             self.close_connection = True
@@ -333,7 +335,13 @@ class GatewayHandler(BaseHTTPRequestHandler):
             observed_state(request["observation"]) if self.settings.state_conditioned else None
         )
         values = chunk_values(
-            model, anchor, count, noise=self.settings.action_noise, seed=seed, observed=observed
+            model,
+            anchor,
+            count,
+            noise=self.settings.action_noise,
+            seed=seed,
+            observed=observed,
+            disagreement=None if draw is None else draw.added(model, anchor, count),
         )
         usage = {
             "requests": 1,

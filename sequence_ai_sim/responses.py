@@ -229,13 +229,16 @@ def chunk_values(
     noise: float,
     seed: int | None,
     observed: FloatArray | None = None,
+    disagreement: FloatArray | None = None,
 ) -> FloatArray:
     """Reference chunk plus optional seeded noise (same seed and anchor, same chunk).
 
     ``observed`` (joints then gripper), as a policy that predicts from the arm's state: the
     chunk starts where the arm was observed and moves as the reference does from there,
     step i = observed + ref(anchor + i/hz) - ref(anchor), for the positions in the action
-    (every dimension in absolute spaces, the gripper in velocity spaces)."""
+    (every dimension in absolute spaces, the gripper in velocity spaces).
+    ``disagreement`` (``disagreement.ChunkDraw.added``) is added on top of that, before the
+    noise, so each of the three composes with the others."""
     values = reference_chunk(model, anchor_wall, steps)
     if observed is not None and observed.shape == (model.action_dim,):
         offset = observed - reference_position(model, anchor_wall)
@@ -244,6 +247,8 @@ def chunk_values(
         else:
             values[:, -1] += offset[-1]
         values[:, -1] = np.clip(values[:, -1], 0.0, 1.0)
+    if disagreement is not None:
+        values = values + disagreement
     if noise > 0:
         rng = np.random.default_rng(seed)
         values = values + rng.normal(0.0, noise, size=values.shape)

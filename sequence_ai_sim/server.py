@@ -23,6 +23,7 @@ from typing import Any
 from sequence_ai_core.types import FloatArray
 
 from .catalogue import CATALOGUE, SimModel, find_model, reference_action
+from .disagreement import Disagreement, resolve
 from .faults import Fault
 from .handler import GatewayHandler
 from .listener import Listener
@@ -45,6 +46,9 @@ class GatewaySimulator:
     ``state_conditioned`` makes chunks start at the observed joint positions and gripper and
     follow the reference's motion from there, as a real policy predicts from the arm's state:
     a plan played late then yanks the arm back at every swap (see ``responses.chunk_values``).
+    ``disagreement`` (a level name, ``"none"`` by default, or a ``Disagreement``) makes
+    consecutive chunks disagree as real models' do, by a per-chunk offset, drift and now and
+    then a mode switch, drawn from ``disagreement_seed`` (see ``sequence_ai_sim.disagreement``).
     """
 
     def __init__(
@@ -68,6 +72,8 @@ class GatewaySimulator:
         action_noise: float = 0.0,
         state_conditioned: bool = False,
         error_shape: str = "newer",
+        disagreement: str | Disagreement = "none",
+        disagreement_seed: int = 0,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be >= 1")
@@ -94,6 +100,8 @@ class GatewaySimulator:
             action_noise=action_noise,
             state_conditioned=state_conditioned,
             error_shape=error_shape,
+            disagreement=resolve(disagreement),
+            disagreement_seed=disagreement_seed,
         )
         #: Everything the connections share, under one lock.
         self.state = SimState(settings, latency_s=latency_s, jitter=jitter, seed=seed)
@@ -152,6 +160,15 @@ class GatewaySimulator:
     @property
     def state_conditioned(self) -> bool:
         return self.settings.state_conditioned
+
+    @property
+    def disagreement(self) -> Disagreement:
+        """How consecutive chunks disagree (all zero for ``"none"``: the exact reference)."""
+        return self.settings.disagreement
+
+    @property
+    def disagreement_seed(self) -> int:
+        return self.settings.disagreement_seed
 
     @property
     def received(self) -> tuple[dict[str, Any], ...]:
@@ -232,7 +249,8 @@ class GatewaySimulator:
         self.state.set_latency(latency_s, jitter)
 
     def reference(self, model: str, t_wall: float) -> FloatArray:
-        """The action ``model`` outputs for wall time ``t_wall`` (without action_noise)."""
+        """The action ``model`` outputs for wall time ``t_wall`` (without action_noise or
+        disagreement)."""
         entry = find_model(model)
         if entry is None:
             raise KeyError(model)

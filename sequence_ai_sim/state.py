@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .catalogue import SimModel
+from .disagreement import ChunkDraw, Disagreement, draw, draw_key
 from .faults import Fault
 from .slots import FifoSlots
 
@@ -51,6 +52,8 @@ class SimSettings:
     action_noise: float = 0.0
     state_conditioned: bool = False
     error_shape: str = "newer"
+    disagreement: Disagreement = field(default_factory=Disagreement)
+    disagreement_seed: int = 0
 
     def key_ok(self, authorization: str | None) -> bool:
         if self.api_key is None:
@@ -82,6 +85,7 @@ class SimState:
         # arrival and its answer cannot make the answer land on another request's record.
         self._received: dict[int, dict[str, Any]] = {}
         self._arrivals = 0
+        self._chunks_drawn = 0
 
     # ----------------------------------------------------------------- lifecycle
     def begin(self) -> None:
@@ -230,6 +234,21 @@ class SimState:
             with self._lock:
                 self._in_flight -= 1
             self._slots.give_back()
+
+    # ----------------------------------------------------------------- disagreement
+    def draw_chunk(
+        self, model: SimModel, anchor_wall: float, request_seed: int | None
+    ) -> ChunkDraw | None:
+        """This chunk's disagreement draw, or None when chunks do not disagree. Called once
+        per chunk as its computation starts, so the counter follows arrival order."""
+        settings = self.settings
+        with self._lock:
+            counter = self._chunks_drawn
+            self._chunks_drawn += 1
+        if settings.disagreement.off:
+            return None
+        key = draw_key(settings.disagreement_seed, request_seed, anchor_wall, counter)
+        return draw(settings.disagreement, model, key)
 
     # ----------------------------------------------------------------- reading
     def stats(self) -> dict[str, Any]:
