@@ -99,8 +99,25 @@ lint: $(VENV)/.test
 	$(BIN)/ruff format --check sequence_ai_core sequence_ai_sim sequence_ai_ros
 
 # rclpy and the message packages ship no stubs: setup.cfg lets mypy take them as Any.
-typecheck: $(VENV)/.test
+# Strict at the test venv's versions and at the newest numpy and Pillow (numpy 2.4 on needs
+# Python 3.11); the floor tiers check their own (FLOOR_MYPY).
+NEWEST_VENV := .venv-newest
+$(NEWEST_VENV)/.typed: setup.py Makefile
+	rm -rf $(NEWEST_VENV)
+	$(JAZZY_PYTHON) -m venv $(NEWEST_VENV)
+	$(NEWEST_VENV)/bin/python -m pip install -q --upgrade mypy types-PyYAML numpy Pillow \
+		httpx httpcore 'websockets>=13,<17' msgpack
+	touch $@
+
+typecheck: $(VENV)/.test $(NEWEST_VENV)/.typed
 	$(BIN)/mypy sequence_ai_core sequence_ai_sim sequence_ai_ros
+	$(NEWEST_VENV)/bin/python -c 'import numpy, PIL; print("newest: numpy", numpy.__version__, "Pillow", PIL.__version__)'
+	$(NEWEST_VENV)/bin/python -m mypy --cache-dir .mypy_cache/newest sequence_ai_core sequence_ai_sim sequence_ai_ros
+
+# mypy --strict in floor venv $(1): numpy 1.21's stubs and Jazzy's rclpy leave some functions
+# unannotated, and Pillow 9.0.1 and 10.2.0 ship no types, so calls into them are allowed.
+FLOOR_MYPY = $(1)/bin/python -m mypy --cache-dir .mypy_cache/floor-$(1) --allow-untyped-calls \
+	--disable-error-code import-untyped sequence_ai_core sequence_ai_sim sequence_ai_ros
 
 pytest: $(VENV)/.test
 	SEQUENCE_AI_HUMBLE_RCLPY=$(HUMBLE_RCLPY)/rclpy $(BIN)/python -m pytest -q -m "not soak and not ros"
@@ -115,6 +132,7 @@ FLOOR_PYTEST = cd test && SEQUENCE_AI_FLOOR=$(1) $(3) ../$(2)/bin/python -m pyte
 # separate processes (refuses to skip: test/realros), the colcon-installed node included.
 JAZZY_SUITE ?= .
 pytest-ros: $(ROS_VENV)/.installed
+	$(call FLOOR_MYPY,$(ROS_VENV))
 	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) -m "not soak and not ros" --ignore=test_install.py \
 		$(JAZZY_SUITE) test_colcon_build.py
 	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV),SEQUENCE_AI_REAL_ROS=required) -m ros \
@@ -123,6 +141,7 @@ pytest-ros: $(ROS_VENV)/.installed
 # Humble's floor: the non-ROS suite but the install test (it builds venvs of its own), and
 # both colcon builds checked by layout (Humble's rclpy is not on PyPI).
 floor-humble: $(HUMBLE_VENV)/.installed
+	$(call FLOOR_MYPY,$(HUMBLE_VENV))
 	$(call FLOOR_PYTEST,humble,$(HUMBLE_VENV),SEQUENCE_AI_APT_HTTPX=$(CURDIR)/$(HUMBLE_VENV)/apt-httpx) \
 		-m "not soak and not ros" --ignore=test_install.py
 
@@ -141,4 +160,4 @@ soak: $(VENV)/.test
 	$(BIN)/python -m pytest -q -s -m soak
 
 clean:
-	rm -rf $(VENV) $(ROS_VENV) $(HUMBLE_VENV) .venv-ros build *.egg-info
+	rm -rf $(VENV) $(ROS_VENV) $(HUMBLE_VENV) $(NEWEST_VENV) .venv-ros build *.egg-info

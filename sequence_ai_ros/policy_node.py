@@ -20,6 +20,7 @@ import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.signals import SignalHandlerOptions
+from rclpy.utilities import ok, try_shutdown
 
 from sequence_ai_core.credentials import resolve_api_key
 from sequence_ai_core.engine import PlaybackEngine
@@ -50,7 +51,7 @@ _AFTER = {
 }
 
 
-class PolicyNode(Node):  # type: ignore[misc]  # rclpy ships no type stubs
+class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy has types, Humble's not
     def __init__(self, node_name: str = "sequence_ai", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self._wrong_types = rclpy_guards.declare_parameters(self, params.PARAMETERS)
@@ -374,7 +375,7 @@ def main(args: list[str] | None = None) -> None:
     try:
         # Nothing wakes a blocked wait on a signal now (rclpy's handler did): poll, so that
         # Python runs the handler even when no timer is due (an unconfigured node).
-        while rclpy.ok():
+        while ok():
             try:
                 executor.spin_once(timeout_sec=0.1)
             except (KeyboardInterrupt, ExternalShutdownException):
@@ -389,7 +390,7 @@ def main(args: list[str] | None = None) -> None:
         except Exception as exc:  # the context may already be shut down by the signal
             node.get_logger().error(f"hold on exit failed: {exc}")
         node.destroy_node()
-        rclpy.try_shutdown()
+        try_shutdown()
 
 
 if __name__ == "__main__":

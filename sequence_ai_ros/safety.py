@@ -174,7 +174,7 @@ def trajectory_steps(
     plays now and ``check_action`` passed) first, and no more than the episode's
     ``remaining`` actions. An absolute episode ends on its last target without a hold: the
     controller would play whatever steps past max_actions the trajectory still carried."""
-    steps = np.array(chunk_steps, dtype=np.float64)
+    steps: FloatArray = np.array(chunk_steps, dtype=np.float64)
     if remaining is not None:
         steps = steps[: max(1, remaining)]
     steps[0] = action
@@ -183,7 +183,8 @@ def trajectory_steps(
 
 def after_hold(hold: Command) -> FloatArray:
     """What ``max_step`` compares the next action with after a hold: the hold itself."""
-    return np.concatenate([hold.arm, hold.gripper])
+    held: FloatArray = np.concatenate([hold.arm, hold.gripper])
+    return held
 
 
 def stale_input(inputs: InputStore, config: NodeConfig) -> str | None:

@@ -50,7 +50,7 @@ class PlannedTrajectory:
 def _boundary_velocities(velocities: FloatArray) -> FloatArray:
     """Velocity at the end of each step: the mean of the steps either side; zero at the end."""
     following = np.vstack([velocities[1:], np.zeros((1, velocities.shape[1]))])
-    ends = 0.5 * (velocities + following)
+    ends: FloatArray = 0.5 * (velocities + following)
     ends[-1] = 0.0
     return ends
 
