@@ -92,7 +92,7 @@ $(HUMBLE_VENV)/.installed: $(HUMBLE_VENV)/.floor $(PACKAGE_SOURCES)
 	touch $@
 
 demo: $(VENV)/.core
-	$(BIN)/python -m sequence_ai_core.demo
+	$(BIN)/python -m sequence_ai_sim.demo
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check .

@@ -38,7 +38,7 @@ VERSION = re.search(
 WHEEL_BUILD = any(command in sys.argv for command in ("bdist_wheel", "dist_info", "editable_wheel"))
 PIP_DEVELOP = "develop" in sys.argv and "--editable" not in sys.argv
 ROS_LAYOUT = not WHEEL_BUILD and not PIP_DEVELOP
-CONSOLE_SCRIPTS = ["sequence-ai = sequence_ai_core.cli:main"]
+CONSOLE_SCRIPTS = ["sequence-ai = sequence_ai_core.tools.cli:main"]
 COMMAND_OPTIONS: dict[str, dict[str, str]] = {}
 
 

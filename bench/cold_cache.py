@@ -20,8 +20,8 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 
 from bench._common import machine_note, quantile, ratio, table
-from sequence_ai_core.plan import PlannedStep
-from sequence_ai_core.stats import largest_difference
+from sequence_ai_core.playback.plan import PlannedStep
+from sequence_ai_core.playback.stats import largest_difference
 from sequence_ai_core.types import FloatArray
 
 PERIOD_S = 0.005

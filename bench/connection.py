@@ -19,9 +19,9 @@ import httpx
 
 from bench._common import BENCH_KEY, machine_note, mean, ms, quantile, ratio
 from bench._common import table as markdown_table
+from sequence_ai_core.gateway.wire import encode_act_request
 from sequence_ai_core.policy import connect
 from sequence_ai_core.types import Observation, full_model_id
-from sequence_ai_core.wire import encode_act_request
 from sequence_ai_sim import GatewaySimulator, SimulatedArm
 from sequence_ai_sim.certificates import self_signed_cert
 

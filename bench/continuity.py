@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from bench._common import BENCH_KEY, machine_note, ratio, table
-from sequence_ai_core.engine import Tick
-from sequence_ai_core.engine_config import TickKind
-from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.playback.engine import Tick
+from sequence_ai_core.playback.engine_config import TickKind
+from sequence_ai_core.playback.outcome import RunOutcome
+from sequence_ai_core.playback.runner import drive
+from sequence_ai_core.playback.stats import Handed, PlaybackStats
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.runner import drive
-from sequence_ai_core.stats import Handed, PlaybackStats
 from sequence_ai_core.types import FloatArray, Observation, Prediction
 from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm
 
@@ -57,7 +57,8 @@ FIGURE = Path(__file__).resolve().parent / "results" / "frontier.png"
 #: Lognormal log-sigma -> p99/median = e^(2.326 sigma).
 QUICK_JITTERS = (0.15, 0.3)
 #: Chunk boundaries counted as a run's start in the jitter sweep: with one or two refills
-#: measured nothing is known about the tail, and those stall most (``sequence_ai_core.timing``).
+#: measured nothing is known about the tail, and those stall most
+#: (``sequence_ai_core.playback.timing``).
 WARMUP = 5
 FULL_JITTERS = (0.1, 0.2, 0.3)
 

@@ -27,7 +27,7 @@ from bench._common import BENCH_KEY, machine_note, mean, quantile, ratio
 from bench._common import table as markdown_table
 from bench.continuity import MEDIAN_S
 from sequence_ai_core.action_spaces import kind_of
-from sequence_ai_core.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.policy import connect
 from sequence_ai_core.types import FloatArray
 from sequence_ai_ros import conversions as conv

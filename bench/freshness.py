@@ -27,9 +27,9 @@ import numpy as np
 from bench._common import BENCH_KEY, machine_note, mean, quantile, ratio
 from bench._common import table as markdown_table
 from bench.continuity import MEDIAN_S, STRATEGIES, EmaPrefetch
-from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.playback.outcome import RunOutcome
+from sequence_ai_core.playback.runner import drive
 from sequence_ai_core.policy import connect
-from sequence_ai_core.runner import drive
 from sequence_ai_core.types import FloatArray
 from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm, reference_position
 

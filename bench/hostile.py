@@ -88,7 +88,7 @@ def baseline_hold_delay(model: str) -> float:
         GatewaySimulator(api_key=BENCH_KEY, latency_s=0.05) as sim,
         connect(model, api_key=BENCH_KEY, base_url=sim.url, timeout_s=BASELINE_TIMEOUT_S) as p,
     ):
-        from sequence_ai_core.engine import EngineConfig, PlaybackEngine
+        from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
 
         act = silent_after(sim, timeline, 20)
         engine = PlaybackEngine(p, EngineConfig())

@@ -22,7 +22,7 @@ import numpy as np
 
 from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio
 from bench._common import table as markdown_table
-from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.policy import connect
 from sequence_ai_core.types import FloatArray, Observation, Prediction
 from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm

@@ -37,8 +37,8 @@ import sequence_ai_core as sai
 from bench._common import machine_note, quantile, ratio, table
 from sequence_ai_core.frames import RawFrame
 from sequence_ai_core.openpi import BUILTIN
-from sequence_ai_core.outcome import RunOutcome
-from sequence_ai_core.runner import drive
+from sequence_ai_core.playback.outcome import RunOutcome
+from sequence_ai_core.playback.runner import drive
 from sequence_ai_sim.openpi_peer import free_port, reference
 
 HZ = 15.0

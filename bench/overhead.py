@@ -23,15 +23,15 @@ import numpy as np
 
 from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, simulator_process, us
 from bench._common import table as markdown_table
-from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.frames import RawFrame
+from sequence_ai_core.gateway.wire import parse_prediction
 from sequence_ai_core.images import encode_image
 from sequence_ai_core.limits import MAX_STEPS
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.playback.runner import drive
+from sequence_ai_core.playback.source import DriverGuard
 from sequence_ai_core.policy import connect
-from sequence_ai_core.runner import drive
-from sequence_ai_core.source import DriverGuard
 from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Prediction
-from sequence_ai_core.wire import parse_prediction
 from sequence_ai_sim import CATALOGUE, SimModel, SimulatedArm
 from sequence_ai_sim.catalogue import reference_chunk
 from sequence_ai_sim.responses import act_body

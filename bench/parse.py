@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from bench._common import machine_note, ms, quantile, ratio, table, timed, us
-from sequence_ai_core.bodies import decoded, parse_json
+from sequence_ai_core.gateway.bodies import decoded, parse_json
+from sequence_ai_core.gateway.wire import parse_prediction
 from sequence_ai_core.limits import MAX_CHUNK_VALUES, MAX_STEPS
-from sequence_ai_core.wire import parse_prediction
 
 LOOP_HZ = 100.0
 #: Pause between parsed chunks on the worker: ten answers a second, several times what a

@@ -20,10 +20,10 @@ from PIL import Image
 
 from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio
 from bench._common import table as markdown_table
+from sequence_ai_core.gateway.wire import encode_act_request
 from sequence_ai_core.images import encode_image
 from sequence_ai_core.policy import connect
 from sequence_ai_core.types import ImageFrame, Observation, Proprioception
-from sequence_ai_core.wire import encode_act_request
 from sequence_ai_sim import CATALOGUE, GatewaySimulator
 
 MODEL = CATALOGUE["pi05-droid"]

@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from bench._common import BENCH_KEY, machine_note, ratio, table
-from sequence_ai_core.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.playback.runner import drive
 from sequence_ai_core.policy import connect
-from sequence_ai_core.runner import drive
 from sequence_ai_core.types import FloatArray, Observation
 from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm
 
@@ -313,7 +313,8 @@ def render(cells: dict[tuple[int, int], dict[str, Fleet]], seconds: float) -> st
             ]
             + [
                 f"{float(np.nanmedian(fleets[k].staleness_p50)):.2f}"
-                if fleets[k].staleness_p50 else "-"
+                if fleets[k].staleness_p50
+                else "-"
                 for k in ("default", "single", "round_trip", "fresh")
             ]
         )

@@ -5,10 +5,6 @@ import logging
 # First: it refuses an httpx too old to run on with one line, before anything imports httpx.
 from . import dependencies  # noqa: F401
 from ._version import __version__
-from .catalogue import models
-from .engine import EngineConfig, PlaybackEngine, Tick
-from .engine_config import RunConfig
-from .episode import Episode
 from .errors import (
     AuthError,
     ChunkExhausted,
@@ -23,10 +19,14 @@ from .errors import (
     Unavailable,
 )
 from .frames import RawFrame
+from .gateway.catalogue import models
 from .images import encode_image
-from .outcome import RunOutcome
+from .playback.engine import EngineConfig, PlaybackEngine, Tick
+from .playback.engine_config import RunConfig
+from .playback.episode import Episode
+from .playback.outcome import RunOutcome
+from .playback.source import ChunkSource, DriverGuard
 from .policy import Policy, connect
-from .source import ChunkSource, DriverGuard
 from .types import ActionChunk, ImageFrame, Model, Observation, Prediction, Proprioception
 
 # A library does not print: without this, Python's last-resort handler writes every warning

@@ -11,13 +11,10 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .backend import Backend, GatewayBackend
 from .credentials import resolve_api_key
-from .engine_config import EngineConfig, Freshness, RunConfig, check_control_hz
 from .errors import ChunkExhausted, ConfigurationError, SequencesError
-from .runner import run_policy
-from .source import DriverGuard
-from .transport import (
+from .gateway.backend import Backend, GatewayBackend
+from .gateway.transport import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_TIMEOUT_S,
@@ -25,12 +22,15 @@ from .transport import (
     VerifyArg,
     resolve_base_url,
 )
+from .playback.engine_config import EngineConfig, Freshness, RunConfig, check_control_hz
+from .playback.runner import run_policy
+from .playback.source import DriverGuard
 from .types import FloatArray, Model, Observation, Prediction, full_model_id
 
 if TYPE_CHECKING:
     from .openpi.backend import OpenpiBackend
     from .openpi.profiles import Profile
-    from .outcome import RunOutcome
+    from .playback.outcome import RunOutcome
 
 #: URL schemes of openpi policy servers (``openpi.OpenpiBackend``).
 OPENPI_SCHEMES = ("ws://", "wss://")

@@ -1,7 +1,7 @@
 """The public value types: what goes into a request and what comes back.
 
 Everything here is plain data. Validation of untrusted gateway output happens in
-``sequence_ai_core.wire``; a value of these types has already passed it.
+``sequence_ai_core.gateway.wire``; a value of these types has already passed it.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sequence_ai_core.action_spaces import kind_of
-from sequence_ai_core.engine import PlaybackEngine, Tick
-from sequence_ai_core.episode import Episode, StopReason
 from sequence_ai_core.errors import SequencesError
+from sequence_ai_core.playback.engine import PlaybackEngine, Tick
+from sequence_ai_core.playback.episode import Episode, StopReason
 from sequence_ai_core.types import ActionChunk, FloatArray
 
 from . import conversions as conv

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from sequence_ai_core.engine_config import FRESHNESS, RunConfig
 from sequence_ai_core.images import DEFAULT_QUALITY, DEFAULT_SIZE
+from sequence_ai_core.playback.engine_config import FRESHNESS, RunConfig
 
 from . import diagnostics, outputs
 from .trajectories import TRAJECTORY_MODES

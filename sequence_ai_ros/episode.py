@@ -3,7 +3,7 @@
 Plain state with no ROS and no I/O, so the rules are testable on their own:
 - an episode starts only when the node is active, none is running and the e-stop is released;
 - the e-stop latches: while it is latched nothing starts, and releasing it does not resume;
-- counting, stopping and holding are the core ``sequence_ai_core.episode.Episode``'s, the
+- counting, stopping and holding are the core ``sequence_ai_core.playback.episode.Episode``'s, the
   same as ``Policy.run()``'s: every episode ends exactly once, only that end holds, and the
   counts in diagnostics are the outcome's.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sequence_ai_core.episode import Episode, StopReason
-from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.playback.episode import Episode, StopReason
+from sequence_ai_core.playback.outcome import RunOutcome
 
 
 @dataclass(frozen=True)

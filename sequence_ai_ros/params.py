@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sequence_ai_core.engine_config import InvalidSetting, RunConfig, connections_for
+from sequence_ai_core.playback.engine_config import InvalidSetting, RunConfig, connections_for
 
 from . import diagnostics, outputs
 from .declarations import (

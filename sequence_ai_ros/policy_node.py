@@ -23,10 +23,10 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import ok, try_shutdown
 
 from sequence_ai_core.credentials import resolve_api_key
-from sequence_ai_core.engine import PlaybackEngine
-from sequence_ai_core.episode import Episode, StopReason
 from sequence_ai_core.errors import SequencesError
-from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.playback.engine import PlaybackEngine
+from sequence_ai_core.playback.episode import Episode, StopReason
+from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
 
 from . import diagnostics, params, rclpy_guards

@@ -1,7 +1,7 @@
 """``sequence-ai sim``: run the gateway simulator until SIGINT/SIGTERM.
 
 Also runnable as ``python -m sequence_ai_sim``. The ``sequence-ai`` command loads this module
-by name for ``sim`` (``SERVED_ELSEWHERE`` in ``sequence_ai_core.cli``): it has the
+by name for ``sim`` (``SERVED_ELSEWHERE`` in ``sequence_ai_core.tools.cli``): it has the
 ``add_arguments`` and ``run`` that table asks for.
 """
 
@@ -17,8 +17,8 @@ import threading
 from types import FrameType
 from typing import Any
 
-from sequence_ai_core.cli import OneLineErrorParser
-from sequence_ai_core.transport import resolve_base_url
+from sequence_ai_core.gateway.transport import resolve_base_url
+from sequence_ai_core.tools.cli import OneLineErrorParser
 
 from .responses import ERROR_SHAPES
 from .server import GatewaySimulator

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.errors import SequencesError
-from sequence_ai_core.outcome import RunOutcome
-from sequence_ai_core.source import DriverGuard
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.playback.outcome import RunOutcome
+from sequence_ai_core.playback.source import DriverGuard
 from sequence_ai_core.types import ActionChunk, Observation, Prediction, Proprioception
 
 LATENCY_S = 0.79

@@ -18,7 +18,7 @@ from conftest import TEST_KEY
 
 from sequence_ai_core import ImageFrame, Observation, Proprioception, SequencesError
 from sequence_ai_core.images import encode_image
-from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.policy import Policy
 from sequence_ai_core.types import FloatArray
 from sequence_ai_sim import CATALOGUE, Fault, GatewaySimulator

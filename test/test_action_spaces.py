@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sequence_ai_core import action_spaces, plan, types
+from sequence_ai_core import action_spaces, types
 from sequence_ai_core.action_spaces import (
     ACTION_UNITS,
     SPACES,
@@ -22,11 +22,13 @@ from sequence_ai_core.action_spaces import (
     skips_stale,
     space_named,
 )
-from sequence_ai_core.backend import check_against_entry
 from sequence_ai_core.errors import ConfigurationError, InvalidRequest, InvalidResponse
+from sequence_ai_core.gateway.backend import check_against_entry
+from sequence_ai_core.gateway.wire import parse_prediction
 from sequence_ai_core.openpi import profile_from_mapping
-from sequence_ai_core.plan import ChunkPlan, prepare
-from sequence_ai_core.stats import PlaybackStats
+from sequence_ai_core.playback import plan
+from sequence_ai_core.playback.plan import ChunkPlan, prepare
+from sequence_ai_core.playback.stats import PlaybackStats
 from sequence_ai_core.types import (
     ActionChunk,
     FloatArray,
@@ -35,7 +37,6 @@ from sequence_ai_core.types import (
     Prediction,
     Proprioception,
 )
-from sequence_ai_core.wire import parse_prediction
 from sequence_ai_ros import conversions as conv
 from sequence_ai_ros.hold import hold_command
 from sequence_ai_ros.safety import SafetyChecks, check_action

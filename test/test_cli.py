@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import TEST_KEY
 
-from sequence_ai_core.cli import main
 from sequence_ai_core.credentials import credentials_path, resolve_api_key
+from sequence_ai_core.tools.cli import main
 from sequence_ai_sim import GatewaySimulator
 
 
@@ -176,7 +176,16 @@ def test_help_and_version_exit_0(clean_env: Path, capsys: pytest.CaptureFixture[
 
 def test_sim_command_serves_until_sigint(clean_env: Path) -> None:
     with subprocess.Popen(
-        [sys.executable, "-m", "sequence_ai_core.cli", "sim", "--port", "0", "--api-key", "k"],
+        [
+            sys.executable,
+            "-m",
+            "sequence_ai_core.tools.cli",
+            "sim",
+            "--port",
+            "0",
+            "--api-key",
+            "k",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -19,12 +19,12 @@ import pytest
 from conftest import TEST_KEY
 
 import sequence_ai_core as sai
-from sequence_ai_core.cli import main
 from sequence_ai_core.credentials import credentials_path
+from sequence_ai_core.tools.cli import main
 from sequence_ai_sim import GatewaySimulator, SimulatedArm
 from sequence_ai_sim.cli import MEASURED_LATENCY_S, add_arguments
 
-CLI = [sys.executable, "-m", "sequence_ai_core.cli"]
+CLI = [sys.executable, "-m", "sequence_ai_core.tools.cli"]
 
 
 def one_line(text: str) -> str:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import TEST_KEY
 
-from sequence_ai_core.catalogue import models
 from sequence_ai_core.errors import TLSError, Unavailable
+from sequence_ai_core.gateway.catalogue import models
+from sequence_ai_core.gateway.transport import DEFAULT_BASE_URL, resolve_base_url
 from sequence_ai_core.policy import connect
-from sequence_ai_core.transport import DEFAULT_BASE_URL, resolve_base_url
 from sequence_ai_core.types import Observation, Proprioception
 from sequence_ai_sim import GatewaySimulator
 from sequence_ai_sim.certificates import self_signed_cert

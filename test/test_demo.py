@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from sequence_ai_core import demo
+from sequence_ai_sim import demo
 
 
 def test_demo_explains_its_numbers_and_shows_progress(

@@ -13,7 +13,7 @@ import pytest
 from engine_clock import LATENCY_S, Clock, ClockGateway, drive, robot, run_for
 
 from sequence_ai_core.errors import Unavailable
-from sequence_ai_core.load import LoadMonitor, is_busy, server_queue_s
+from sequence_ai_core.playback.load import LoadMonitor, is_busy, server_queue_s
 
 MODELS = pytest.mark.parametrize(
     ("hz", "steps", "space"),

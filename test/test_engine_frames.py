@@ -13,9 +13,9 @@ from conftest import TEST_KEY
 from PIL import Image
 
 import sequence_ai_core.frames as frames
-from sequence_ai_core.engine import PlaybackEngine
 from sequence_ai_core.errors import InvalidRequest
 from sequence_ai_core.frames import RawFrame
+from sequence_ai_core.playback.engine import PlaybackEngine
 from sequence_ai_core.policy import connect
 from sequence_ai_core.types import Observation, Proprioception
 from sequence_ai_sim import GatewaySimulator

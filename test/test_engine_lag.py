@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from engine_clock import LATENCY_S, drive
 
-from sequence_ai_core.engine import EngineConfig
-from sequence_ai_core.plan import LAG_CONVERGE_CHUNKS, ChunkPlan
+from sequence_ai_core.playback.engine import EngineConfig
+from sequence_ai_core.playback.plan import LAG_CONVERGE_CHUNKS, ChunkPlan
 
 MODELS = pytest.mark.parametrize(
     ("hz", "steps"),

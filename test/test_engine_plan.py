@@ -16,11 +16,11 @@ from conftest import TEST_KEY
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sequence_ai_core.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.errors import InvalidResponse
-from sequence_ai_core.plan import ChunkPlan, prepare
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine, Tick
+from sequence_ai_core.playback.plan import ChunkPlan, prepare
+from sequence_ai_core.playback.source import DriverGuard
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.source import DriverGuard
 from sequence_ai_core.types import ActionChunk, FloatArray, Observation, Prediction, Proprioception
 from sequence_ai_sim import Fault, GatewaySimulator, SimModel
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from conftest import TEST_KEY
 
-from sequence_ai_core.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.errors import InvalidResponse, OutOfCredit, Unavailable
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.types import Observation, Proprioception
 from sequence_ai_sim import Fault, GatewaySimulator, SimModel

@@ -11,8 +11,8 @@ import pytest
 from conftest import TEST_KEY
 from engine_clock import NoHttp
 
-from sequence_ai_core.engine import PlaybackEngine
-from sequence_ai_core.engine_config import (
+from sequence_ai_core.playback.engine import PlaybackEngine
+from sequence_ai_core.playback.engine_config import (
     DEFAULT_MAX_IN_FLIGHT,
     EngineConfig,
     InvalidSetting,

@@ -15,12 +15,12 @@ import pytest
 from conftest import TEST_KEY
 from engine_clock import Clock, ClockGateway, robot
 
-from sequence_ai_core.engine import EngineConfig, PlaybackEngine
-from sequence_ai_core.engine_config import DEFAULT_STALL_TIMEOUT_S, RunConfig
-from sequence_ai_core.episode import Episode
 from sequence_ai_core.errors import Stalled
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.playback.engine_config import DEFAULT_STALL_TIMEOUT_S, RunConfig
+from sequence_ai_core.playback.episode import Episode
+from sequence_ai_core.playback.runner import drive
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.runner import drive
 from sequence_ai_core.types import FloatArray
 from sequence_ai_sim import GatewaySimulator, SimulatedArm
 

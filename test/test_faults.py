@@ -44,7 +44,7 @@ from sequence_ai_core import (
     Unavailable,
 )
 from sequence_ai_core.limits import MAX_STEPS
-from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.policy import connect
 from sequence_ai_sim import CATALOGUE, Fault, GatewaySimulator
 

@@ -24,7 +24,7 @@ from faultkit import (
 )
 
 from sequence_ai_core import SequencesError, Unavailable
-from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.policy import connect
 from sequence_ai_sim import GatewaySimulator
 

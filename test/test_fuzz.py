@@ -28,6 +28,7 @@ from sequence_ai_core import (
     Unavailable,
 )
 from sequence_ai_core.errors import error_from_response
+from sequence_ai_core.gateway.wire import parse_prediction
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.types import (
     ACTION_SPACES,
@@ -35,7 +36,6 @@ from sequence_ai_core.types import (
     Prediction,
     Proprioception,
 )
-from sequence_ai_core.wire import parse_prediction
 from sequence_ai_sim import Fault, GatewaySimulator
 
 #: Examples per property; the README quotes the total.

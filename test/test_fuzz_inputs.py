@@ -23,11 +23,11 @@ from PIL import Image
 from test_fuzz import DIM, MODEL, fuzz, gateway, policy
 
 from sequence_ai_core.errors import SequencesError
+from sequence_ai_core.gateway.wire import encode_observation
 from sequence_ai_core.images import encode_image
-from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Proprioception
-from sequence_ai_core.wire import encode_observation
 from sequence_ai_sim import GatewaySimulator
 
 __all__ = ["gateway", "policy"]  # the fixtures, imported for pytest to find

@@ -438,7 +438,7 @@ def test_a_gateway_behind_an_http_proxy_from_the_environment_is_reached_through_
 def test_proxy_choice_follows_no_proxy_and_never_applies_to_loopback(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from sequence_ai_core.connections import proxy_for
+    from sequence_ai_core.gateway.connections import proxy_for
 
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
     monkeypatch.setenv("NO_PROXY", "internal.example")

@@ -27,7 +27,7 @@ from sequence_ai_core import (
     Unavailable,
     connect,
 )
-from sequence_ai_core.cli import main
+from sequence_ai_core.tools.cli import main
 from sequence_ai_sim import CATALOGUE, GatewaySimulator
 
 #: Under faultkit's harness too: the key in no log line or output, nothing left running.

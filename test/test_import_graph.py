@@ -36,10 +36,8 @@ ROS_PACKAGES = {"rclpy", "rcl_interfaces", "launch", "launch_ros", "launch_testi
 ROS_PACKAGES |= {"ament_index_python", "diagnostic_updater", "rosidl_runtime_py"}
 ROS_SUFFIXES = ("_msgs", "_srvs", "_interfaces")
 
-#: Client modules that still import the simulator, each with why; the list only shrinks. The
-#: demo drives the simulator and its arm in-process, inside its functions: it belongs beside
-#: the simulator, not in the client.
-CLIENT_IMPORTS_OF_THE_SIMULATOR = {f"{CORE}.demo"}
+#: Client modules that still import the simulator, each with why; the list only shrinks.
+CLIENT_IMPORTS_OF_THE_SIMULATOR: set[str] = set()
 
 
 def is_ros(name: str) -> bool:
@@ -90,7 +88,8 @@ def test_the_graph_of_the_packages_has_their_known_edges(found: list[Import]) ->
     lazy = {
         (each.importer, each.imported.split(".")[0]) for each in found if each.when == IN_FUNCTION
     }
-    assert (f"{CORE}.demo", SIM) in lazy
+    assert (f"{SIM}.server", "socket") not in lazy  # module-level imports are not lazy ones
+    assert (f"{CORE}.gateway.connections", "certifi") in lazy  # an optional import, in its function
 
 
 def test_the_client_imports_neither_the_simulator_nor_the_node_nor_ros(

@@ -17,8 +17,8 @@ import pytest
 from conftest import TEST_KEY
 from faultkit import camera_frames, wait_until
 
+from sequence_ai_core.playback.stats import SampleWindow
 from sequence_ai_core.policy import connect
-from sequence_ai_core.stats import SampleWindow
 from sequence_ai_core.types import FloatArray, Observation, Prediction, Proprioception
 from sequence_ai_sim import CATALOGUE, GatewaySimulator
 from sequence_ai_sim.responses import chunk_values

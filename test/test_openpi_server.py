@@ -339,7 +339,14 @@ def test_doctor_command_fails_on_an_answer_the_profile_does_not_match(
     import sys
 
     droid_policy.answers[1] = lambda: {"actions": np.zeros((10, 14), np.float32)}
-    command = [sys.executable, "-m", "sequence_ai_core.cli", "doctor", "--base-url", server.url]
+    command = [
+        sys.executable,
+        "-m",
+        "sequence_ai_core.tools.cli",
+        "doctor",
+        "--base-url",
+        server.url,
+    ]
     result = subprocess.run(
         [*command, "--profile", "droid"], capture_output=True, text=True, timeout=60, check=False
     )

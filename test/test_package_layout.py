@@ -133,3 +133,20 @@ def test_every_method_of_the_client_and_the_simulator_is_used() -> None:
                         continue
                     unused.append(f"{module}.{node.name}.{name}")
     assert unused == []
+
+
+def test_the_readme_lists_every_layer_and_shared_module_of_the_client() -> None:
+    """The client's table in the README is its tree: each folder a layer, each top-level
+    module shared by them; nothing listed that is not there, nothing there that is not."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("Inside `sequence_ai_core`", 1)[1].split("```\n", 2)[1]
+    listed = {
+        name.rstrip("/")
+        for line in block.splitlines()
+        for name in line.split("  ", 1)[0].split()
+    }
+    package = ROOT / CORE
+    there = {p.name for p in package.glob("*.py")} | {
+        p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()
+    }
+    assert listed == there - {"_version.py"}

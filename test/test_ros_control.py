@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from conftest import TEST_KEY
 
-from sequence_ai_core.engine import PlaybackEngine
-from sequence_ai_core.episode import Episode
+from sequence_ai_core.playback.engine import PlaybackEngine
+from sequence_ai_core.playback.episode import Episode
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_ros import outputs, params
 from sequence_ai_ros.command_sink import CommandSink, Publishers

@@ -14,13 +14,18 @@ from conftest import TEST_KEY
 from PIL import Image as PILImage
 
 from sequence_ai_core import redaction
-from sequence_ai_core.engine import PlaybackEngine
-from sequence_ai_core.engine_config import InvalidSetting, RunConfig, check_pool, connections_for
-from sequence_ai_core.episode import Episode
 from sequence_ai_core.errors import OutOfCredit, Unavailable
-from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.playback.engine import PlaybackEngine
+from sequence_ai_core.playback.engine_config import (
+    InvalidSetting,
+    RunConfig,
+    check_pool,
+    connections_for,
+)
+from sequence_ai_core.playback.episode import Episode
+from sequence_ai_core.playback.outcome import RunOutcome
+from sequence_ai_core.playback.stats import Handed, PlaybackStats
 from sequence_ai_core.policy import connect
-from sequence_ai_core.stats import Handed, PlaybackStats
 from sequence_ai_core.types import Model
 from sequence_ai_ros import conversions as conv
 from sequence_ai_ros import diagnostics, params

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from conftest import TEST_KEY
 
-from sequence_ai_core import runner
-from sequence_ai_core.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.errors import InvalidRequest, OutOfCredit, SequencesError
-from sequence_ai_core.outcome import RunOutcome
+from sequence_ai_core.playback import runner
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.types import FloatArray, Observation, Proprioception
 from sequence_ai_sim import Fault, GatewaySimulator, SimulatedArm

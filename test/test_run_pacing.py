@@ -8,10 +8,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from sequence_ai_core.engine import Tick
-from sequence_ai_core.outcome import RunOutcome
-from sequence_ai_core.runner import drive
-from sequence_ai_core.stats import Handed, PlaybackStats
+from sequence_ai_core.playback.engine import Tick
+from sequence_ai_core.playback.outcome import RunOutcome
+from sequence_ai_core.playback.runner import drive
+from sequence_ai_core.playback.stats import Handed, PlaybackStats
 from sequence_ai_core.types import FloatArray, Observation
 
 PERIOD = 0.1

@@ -23,10 +23,10 @@ from conftest import TEST_KEY
 from faultkit import Episode, assert_key_absent, key_free_texts
 
 from sequence_ai_core import credentials
-from sequence_ai_core.catalogue import models
-from sequence_ai_core.cli import main
 from sequence_ai_core.errors import SequencesError
+from sequence_ai_core.gateway.catalogue import models
 from sequence_ai_core.policy import connect
+from sequence_ai_core.tools.cli import main
 from sequence_ai_core.types import Observation, Proprioception
 from sequence_ai_sim import Fault, GatewaySimulator
 from sequence_ai_sim import cli as sim_cli

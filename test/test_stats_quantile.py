@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sequence_ai_core.stats import SMALL_WINDOW, SampleWindow, sorted_quantile
+from sequence_ai_core.playback.stats import SMALL_WINDOW, SampleWindow, sorted_quantile
 
 samples = st.lists(
     st.floats(min_value=0.0, max_value=1e4, allow_nan=False), min_size=1, max_size=300

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from sequence_ai_core import stops
+from sequence_ai_core.playback import stops
 
 
 def test_a_long_sleep_ends_when_the_event_is_set() -> None:

@@ -14,6 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sequence_ai_core.errors import InvalidResponse
+from sequence_ai_core.gateway.wire import (
+    encode_act_request,
+    encode_observation,
+    parse_models,
+    parse_prediction,
+)
 from sequence_ai_core.limits import (
     MAX_CHUNK_VALUES,
     MAX_CONTROL_HZ,
@@ -21,12 +27,6 @@ from sequence_ai_core.limits import (
     MIN_CONTROL_HZ,
 )
 from sequence_ai_core.types import ImageFrame, Observation, Proprioception
-from sequence_ai_core.wire import (
-    encode_act_request,
-    encode_observation,
-    parse_models,
-    parse_prediction,
-)
 
 JPEG = b"\xff\xd8\xff\xe0fake"
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..connections import VerifyArg, checked_timeout, ssl_context_for
 from ..credentials import checked_api_key
 from ..endpoints import OPENPI, checked_url
 from ..errors import InvalidRequest, InvalidResponse
+from ..gateway.connections import VerifyArg, checked_timeout, ssl_context_for
 from ..limits import MAX_CHUNK_VALUES, MAX_STEPS
 from ..types import ActionChunk, Model, Observation, Prediction
 from .client import OpenpiClient, check_health

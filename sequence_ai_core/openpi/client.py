@@ -35,9 +35,9 @@ from websockets.protocol import State
 
 from .._version import __version__
 from ..errors import InvalidResponse, SequencesError, Unavailable
+from ..gateway.transport import new_request_id
 from ..limits import MAX_OPENPI_FRAME_BYTES
 from ..redaction import LOG_REDACTION
-from ..transport import new_request_id
 from .codec import CodecError, unpackb
 from .errors import Failure, ServerRaised, server_raised, typed_error
 

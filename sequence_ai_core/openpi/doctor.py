@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..doctor import FAIL, OK, SKIP, Check
 from ..errors import SequencesError
 from ..frames import RawFrame
 from ..policy import Policy
+from ..tools.doctor import FAIL, OK, SKIP, Check
 from ..types import Observation, Proprioception
 from .backend import open_backend
 from .profiles import Profile

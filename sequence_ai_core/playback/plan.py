@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .action_spaces import kind_of, names_where, skips_stale
-from .errors import InvalidResponse
-from .types import ActionChunk, FloatArray, Prediction
+from ..action_spaces import kind_of, names_where, skips_stale
+from ..errors import InvalidResponse
+from ..types import ActionChunk, FloatArray, Prediction
 
 #: A tick up to this fraction of a period early still plays the step due: sleeps and timers
 #: overshoot by milliseconds, and a tick landing just before a slot must not replay a step.

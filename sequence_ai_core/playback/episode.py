@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal, Protocol
 
+from ..errors import ChunkExhausted, SequencesError, Stalled
+from ..types import Observation
 from .engine_config import DEFAULT_STALL_TIMEOUT_S, TickKind, check_stall_timeout
-from .errors import ChunkExhausted, SequencesError, Stalled
 from .outcome import RunOutcome
-from .types import Observation
 
 log = logging.getLogger(__name__)
 

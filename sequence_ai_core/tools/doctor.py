@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .credentials import missing_key_message, resolve_api_key_with_source
-from .errors import (
+from ..credentials import missing_key_message, resolve_api_key_with_source
+from ..errors import (
     AuthError,
     InvalidRequest,
     OutOfCredit,
@@ -21,10 +21,10 @@ from .errors import (
     SequencesError,
     Unavailable,
 )
-from .images import encode_image
-from .transport import Transport, VerifyArg
-from .types import Model, Observation, Proprioception
-from .wire import encode_act_request, parse_models, parse_prediction
+from ..gateway.transport import Transport, VerifyArg
+from ..gateway.wire import encode_act_request, parse_models, parse_prediction
+from ..images import encode_image
+from ..types import Model, Observation, Proprioception
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 

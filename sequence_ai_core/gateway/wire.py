@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from .action_spaces import find_space
-from .errors import InvalidResponse
-from .images import image_bytes
-from .limits import MAX_ACTION_DIM, MAX_CHUNK_VALUES, MAX_CONTROL_HZ, MAX_STEPS, MIN_CONTROL_HZ
-from .redaction import redact, redact_parsed
-from .types import (
+from ..action_spaces import find_space
+from ..errors import InvalidResponse
+from ..images import image_bytes
+from ..limits import MAX_ACTION_DIM, MAX_CHUNK_VALUES, MAX_CONTROL_HZ, MAX_STEPS, MIN_CONTROL_HZ
+from ..redaction import redact, redact_parsed
+from ..types import (
     ActionChunk,
     FloatArray,
     Model,

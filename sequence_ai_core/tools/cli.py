@@ -15,14 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from ._version import __version__
-from .catalogue import models
-from .credentials import credentials_path, delete_api_key, resolve_api_key, save_api_key
+from .._version import __version__
+from ..credentials import credentials_path, delete_api_key, resolve_api_key, save_api_key
+from ..errors import SequencesError
+from ..gateway.catalogue import models
+from ..gateway.transport import resolve_base_url
+from ..redaction import redact
+from ..types import Model
 from .doctor import DoctorSettings, run_doctor
-from .errors import SequencesError
-from .redaction import redact
-from .transport import resolve_base_url
-from .types import Model
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -169,7 +169,7 @@ def _cmd_openpi_doctor(args: argparse.Namespace, url: str) -> int:
         print("sequence-ai doctor: an openpi server needs --profile", file=sys.stderr)
         return EXIT_USAGE
     try:
-        from .openpi.doctor import OpenpiDoctorSettings, run_openpi_doctor
+        from ..openpi.doctor import OpenpiDoctorSettings, run_openpi_doctor
     except ImportError:
         print(
             "sequence-ai doctor: ws:// needs pip install 'sequence_ai_ros[openpi]'",

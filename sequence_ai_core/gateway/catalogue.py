@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ssl
 
-from .credentials import resolve_api_key
+from ..credentials import resolve_api_key
+from ..types import Model
 from .transport import Transport, resolve_base_url
-from .types import Model
 from .wire import parse_models
 
 

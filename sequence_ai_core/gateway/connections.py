@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import httpcore
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 from .netguard import GuardedBackend
 
 VerifyArg = bool | str | ssl.SSLContext

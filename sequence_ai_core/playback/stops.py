@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ..types import FloatArray
 from .episode import Verdict
-from .types import FloatArray
 
 
 def refusal(validate: Callable[[FloatArray], Any] | None, action: FloatArray) -> Verdict:

@@ -37,14 +37,14 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ..errors import SequencesError
+from ..types import FloatArray, Model, Observation, Prediction
 from .engine import PlaybackEngine, Tick
 from .engine_config import DEFAULT_STALL_TIMEOUT_S, EngineConfig, RunConfig, check_pool
 from .episode import Episode, check_max_actions
-from .errors import SequencesError
 from .outcome import RunOutcome
 from .source import ChunkSource
 from .stops import hold_on_sigterm, interruptible, refusal
-from .types import FloatArray, Model, Observation, Prediction
 
 #: Poll interval while waiting for the first chunk (the rate is not known yet).
 WAITING_POLL_S = 0.005

@@ -13,12 +13,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from .action_spaces import find_space
-from .credentials import missing_key_message
-from .errors import AuthError, InvalidRequest, InvalidResponse
-from .limits import CONTROL_HZ_TOLERANCE
+from ..action_spaces import find_space
+from ..credentials import missing_key_message
+from ..errors import AuthError, InvalidRequest, InvalidResponse
+from ..limits import CONTROL_HZ_TOLERANCE
+from ..types import ActionChunk, Model, Observation, Prediction
 from .transport import Transport
-from .types import ActionChunk, Model, Observation, Prediction
 from .wire import encode_act_request, parse_models, parse_prediction
 
 log = logging.getLogger(__name__)

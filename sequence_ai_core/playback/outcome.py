@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .action_spaces import seam_unit
+from ..action_spaces import seam_unit
 
 
 def _fmt(value: float, unit: str = "s", scale: float = 1.0, digits: int = 3) -> str:

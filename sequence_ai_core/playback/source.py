@@ -17,8 +17,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from .errors import SequencesError
-from .types import Observation, Prediction
+from ..errors import SequencesError
+from ..types import Observation, Prediction
 
 
 class DriverGuard:

@@ -1,4 +1,4 @@
-"""``python -m sequence_ai_core.demo`` (``make demo``): the client against a simulated gateway.
+"""``make demo`` (``python -m sequence_ai_sim.demo``): the client against a simulated gateway.
 
 No key, no network, no robot: an in-process gateway simulator with the real gateway's
 0.79 s refill time, and a simulated arm per model. For each catalogue model the arm is driven
@@ -16,11 +16,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .action_spaces import seam_unit
-from .catalogue import models
-from .outcome import RunOutcome
-from .policy import connect
-from .types import FloatArray, Model
+from sequence_ai_core.action_spaces import seam_unit
+from sequence_ai_core.gateway.catalogue import models
+from sequence_ai_core.playback.outcome import RunOutcome
+from sequence_ai_core.policy import connect
+from sequence_ai_core.types import FloatArray, Model
+
+from .arm import SimulatedArm
+from .catalogue import CATALOGUE, reference_chunk
+from .server import GatewaySimulator
 
 # The simulator is imported where it is used, never at import time: the client package does
 # not depend on sequence_ai_sim (test/test_package_layout.py checks it).
@@ -44,7 +48,6 @@ class Pair:
 
 def drive(url: str, model: str, prefetch: bool) -> RunOutcome:
     """One episode on a fresh arm; ``MOTION_S`` seconds of commands."""
-    from sequence_ai_sim import CATALOGUE, SimulatedArm
 
     arm = SimulatedArm(model)
     with connect(model, api_key=DEMO_KEY, base_url=url, allow_insecure_http=True) as policy:
@@ -111,8 +114,6 @@ class Progress:
 
 def in_chunk_step(model: str) -> float:
     """Largest per-joint change between consecutive steps of the simulator's reference."""
-    from sequence_ai_sim import CATALOGUE
-    from sequence_ai_sim.catalogue import reference_chunk
 
     values = reference_chunk(CATALOGUE[model], time.time(), 300)[:, :-1]  # joints, no gripper
     return float(np.abs(np.diff(values, axis=0)).max())
@@ -132,7 +133,6 @@ def pct(value: float) -> str:
 
 
 def print_comparison(results: dict[str, Pair]) -> None:
-    from sequence_ai_sim import CATALOGUE
 
     print(
         f"{'model':28} {'chunk':>6} {'run()':>7} {'closed loop':>12} {'(long run)':>10}  underruns"
@@ -152,7 +152,6 @@ def print_comparison(results: dict[str, Pair]) -> None:
 
 def next_action_loop(url: str, steps: int = 20) -> None:
     """The simple loop: one call per action; it blocks for a whole refill when empty."""
-    from sequence_ai_sim import CATALOGUE, SimulatedArm
 
     model = "pi05-droid"
     arm = SimulatedArm(model)
@@ -176,7 +175,6 @@ def next_action_loop(url: str, steps: int = 20) -> None:
 
 
 def main() -> int:
-    from sequence_ai_sim import CATALOGUE, GatewaySimulator
 
     print("sequence-ai demo: a simulated gateway and arm, no key, no network, no robot.")
     with GatewaySimulator(api_key=DEMO_KEY, latency_s=REFILL_S, workers=8) as sim:

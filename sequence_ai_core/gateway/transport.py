@@ -27,19 +27,19 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ._version import __version__
-from .bodies import BodyRefused, declared_length, decoded, parse_json, read_capped
-from .connections import VerifyArg, build_pool, checked_timeout, ssl_context_for
-from .endpoints import GATEWAY, checked_url, is_loopback
-from .errors import (
+from .._version import __version__
+from ..endpoints import GATEWAY, checked_url, is_loopback
+from ..errors import (
     InvalidResponse,
     SequencesError,
     TLSError,
     Unavailable,
     error_from_response,
 )
+from ..redaction import LOG_REDACTION, redact
+from .bodies import BodyRefused, declared_length, decoded, parse_json, read_capped
+from .connections import VerifyArg, build_pool, checked_timeout, ssl_context_for
 from .netguard import GuardedTransport, Scope
-from .redaction import LOG_REDACTION, redact
 
 __all__ = ["DEFAULT_BASE_URL", "Transport", "VerifyArg", "resolve_base_url", "ssl_context_for"]
 

@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
-from .limits import DECODABLE_ENCODINGS, MAX_BODY_BYTES, MAX_ENCODING_LAYERS, MAX_JSON_ITEMS
+from ..limits import DECODABLE_ENCODINGS, MAX_BODY_BYTES, MAX_ENCODING_LAYERS, MAX_JSON_ITEMS
 
 
 class BodyRefused(Exception):

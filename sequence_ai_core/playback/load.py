@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from .errors import Unavailable
+from ..errors import Unavailable
 from .outcome import RunOutcome
 
 #: Refills the queueing estimate takes the median of.

@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 import math
 
-from .errors import SequencesError, Unavailable, cold_start_advice
+from ..errors import SequencesError, Unavailable, cold_start_advice
 from .load import LoadMonitor, is_busy
 
-log = logging.getLogger("sequence_ai_core.engine")
+log = logging.getLogger("sequence_ai_core.playback.engine")
 
 #: Wait before retrying a warming worker that gave no Retry-After.
 DEFAULT_WARMING_RETRY_S = 1.0

@@ -33,8 +33,9 @@ from typing import Literal
 
 import numpy as np
 
+from ..errors import InvalidRequest, InvalidResponse, SequencesError
+from ..types import ActionChunk, Observation, Prediction
 from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, Tick
-from .errors import InvalidRequest, InvalidResponse, SequencesError
 from .inflight import InFlight, Request
 from .load import LoadMonitor
 from .outcome import RunOutcome
@@ -43,7 +44,6 @@ from .retries import RetryPolicy
 from .source import ChunkSource
 from .stats import Handed, PlaybackStats
 from .timing import RefillTiming, startup_refill_due
-from .types import ActionChunk, Observation, Prediction
 
 #: See the module docs; ``snapshot()["state"]`` reports it.
 Phase = Literal["waiting", "playing", "underrun", "failed", "closed"]

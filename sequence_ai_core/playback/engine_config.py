@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypeVar, get_args
 
-from .limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
-from .types import FloatArray, Model
+from ..limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
+from ..types import FloatArray, Model
 
 #: Enough to sustain 0.50 s chunks at a 0.79 s refill, with headroom for a p99 of 2x median.
 #: A ceiling, not a target: at the round-trip lag the request rate does not depend on it,

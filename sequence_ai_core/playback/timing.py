@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-from .action_spaces import skips_stale
+from ..action_spaces import skips_stale
 from .stats import SampleWindow
 
 LEAD_QUANTILE = 0.99

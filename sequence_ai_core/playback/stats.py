@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..types import FloatArray
 from .outcome import RunOutcome
-from .types import FloatArray
 
 #: Windows up to this size take their quantiles in plain Python: the refill window (50
 #: samples) is asked on every chunk arrival, on the control thread, where ``np.quantile``

@@ -12,10 +12,10 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExec
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 
+from ..types import Observation
 from .engine_config import EngineConfig
 from .plan import Prepared, prepare
 from .source import ChunkSource
-from .types import Observation
 
 
 @dataclass

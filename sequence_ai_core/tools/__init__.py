@@ -1,0 +1,1 @@
+"""The ``sequence-ai`` command (models, login, doctor, sim) and ``make demo``."""
