@@ -49,7 +49,7 @@ from .stops import hold_on_sigterm, interruptible, refusal
 #: Poll interval while waiting for the first chunk (the rate is not known yet).
 WAITING_POLL_S = 0.005
 
-__all__ = ["DEFAULT_STALL_TIMEOUT_S", "Player", "RunnableSource", "drive", "run_policy"]
+__all__ = ["Player", "RunnableSource", "drive", "run_policy"]
 
 _warned_unvalidated = False
 _warn_lock = threading.Lock()
