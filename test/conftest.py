@@ -63,7 +63,18 @@ def sim(clean_env: Path) -> Iterator[GatewaySimulator]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Say how much of the real-ROS tier ran, on what (the summary line alone cannot)."""
+    """Say at which versions a floor tier ran, and how much of the real-ROS tier ran, on
+    what (the summary line alone cannot)."""
+    floor = os.environ.get("SEQUENCE_AI_FLOOR")
+    if floor:
+        import sequence_ai_core
+
+        names = ("numpy", "Pillow", "setuptools", "httpx", "httpcore", "websockets")
+        versions = ", ".join(f"{n} {_version_of(n)}" for n in names)
+        terminalreporter.write_line(
+            f"floor tier {floor}: Python {sys.version.split()[0]}, {versions}; "
+            f"sequence_ai_core from {Path(sequence_ai_core.__file__).parent}"
+        )
     ran = [
         r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])
         if "test_ros_real_" in r.nodeid and r.when == "call"
@@ -80,6 +91,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         f"real-ROS tier: {len(ran)} tests ran, {len(skipped)} skipped, on rclpy {version} "
         f"({rmw}, ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID')})"
     )
+
+
+def _version_of(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def _has_dist(name: str) -> bool:
