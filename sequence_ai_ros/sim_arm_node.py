@@ -28,7 +28,7 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from sequence_ai_core.action_spaces import kind_of
 from sequence_ai_core.types import FloatArray
 from sequence_ai_ros import outputs
-from sequence_ai_ros.interfaces import MESSAGE_TYPES
+from sequence_ai_ros.messages import MESSAGE_TYPES
 from sequence_ai_sim import SimulatedArm
 from sequence_ai_sim.controllers import CONTROLLER_MODELS
 

@@ -238,8 +238,8 @@ def test_a_streamed_chunk_goes_out_once_and_a_hold_replaces_it(types: conv.Messa
     assert not point_sink.streams_chunks
 
 
-ROS_MODULES = {"policy_node", "node_io", "interfaces", "health_publisher", "rclpy_guards"}
-ROS_MODULES |= {"sim_arm_node"}
+ROS_MODULES = {"policy_node", "node_io", "interfaces", "messages", "health_publisher"}
+ROS_MODULES |= {"rclpy_guards", "sim_arm_node"}
 
 
 def test_only_the_modules_said_to_import_ros_do() -> None:
