@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from sequence_ai_core.action_spaces import find_space, kind_of
 from sequence_ai_core.types import FloatArray
-
-if TYPE_CHECKING:  # only the simulated arm uses the simulator; the policy node never loads it
-    from sequence_ai_sim.trajectory import Trajectory
 
 
 class InputProblem(ValueError):
@@ -205,27 +202,3 @@ def chunk_trajectory(
         for i, row in enumerate(steps)
     ]
     return joint_trajectory(types, names, points, stamp)
-
-
-#: A command as a simulated controller model takes it: a trajectory, or forward commands.
-ControllerCommand: TypeAlias = "Trajectory | list[float]"
-
-
-def _nanoseconds(stamp: Any) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
-
-def controller_trajectory(msg: Any) -> Trajectory:
-    """A trajectory_msgs/JointTrajectory as the simulated controllers take it."""
-    from sequence_ai_sim.trajectory import Trajectory, TrajectoryPoint
-
-    points = tuple(
-        TrajectoryPoint(
-            tuple(float(v) for v in p.positions),
-            tuple(float(v) for v in p.velocities),
-            tuple(float(v) for v in p.accelerations),
-            _nanoseconds(p.time_from_start),
-        )
-        for p in msg.points
-    )
-    return Trajectory(tuple(msg.joint_names), points, _nanoseconds(msg.header.stamp))

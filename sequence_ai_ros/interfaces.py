@@ -17,7 +17,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Literal, Protocol
 
-from builtin_interfaces.msg import Duration, Time
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
 try:  # Jazzy (rclpy 7.1); importing rclpy.qos_event there warns that it is deprecated
@@ -25,26 +24,15 @@ try:  # Jazzy (rclpy 7.1); importing rclpy.qos_event there warns that it is depr
 except ImportError:  # Humble (rclpy 3.3)
     from rclpy.qos_event import SubscriptionEventCallbacks
 from sensor_msgs.msg import CompressedImage, Image, JointState
-from std_msgs.msg import Bool, Float64MultiArray, MultiArrayDimension, String
+from std_msgs.msg import Bool, String
 from std_srvs.srv import Trigger
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectory
 
-from . import conversions as conv
 from .command_sink import Publishers
 from .inputs import InputStore, RawImage
+from .messages import MESSAGE_TYPES
 from .outputs import OutputType
 from .params import NodeConfig
-
-#: The real message classes, for the ROS-free message builders.
-MESSAGE_TYPES = conv.MessageTypes(
-    Float64MultiArray,
-    MultiArrayDimension,
-    JointTrajectory,
-    JointTrajectoryPoint,
-    JointState,
-    Duration,
-    Time,
-)
 
 
 class EpisodeController(Protocol):

@@ -12,7 +12,8 @@ from . import outputs
 from .command_sink import CommandSink
 from .control import Control
 from .inputs import InputStore
-from .interfaces import MESSAGE_TYPES, EpisodeController, NodeInterfaces
+from .interfaces import EpisodeController, NodeInterfaces
+from .messages import MESSAGE_TYPES
 from .params import NodeConfig
 
 

@@ -2,7 +2,8 @@
 
 Publishes ``joint_states`` and one camera topic per model view, and follows commands of the
 same type the policy node publishes (``command``, plus ``gripper_command`` when the gripper
-is split off), decoded by the output type's own module (``outputs/``). Built on
+is split off): the output type (``outputs/``) names the message class, and the simulator
+(``sequence_ai_sim.commands``) reads messages of that class. Built on
 ``sequence_ai_sim.SimulatedArm``. The ``controller`` parameter puts a ros2_control
 controller model in front of the joints (``forward_command`` takes Float64MultiArray, the
 ``jtc_*`` models JointTrajectory), which accepts and rejects what the real controller does
@@ -28,8 +29,9 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from sequence_ai_core.action_spaces import kind_of
 from sequence_ai_core.types import FloatArray
 from sequence_ai_ros import outputs
-from sequence_ai_ros.interfaces import MESSAGE_TYPES
+from sequence_ai_ros.messages import MESSAGE_TYPES
 from sequence_ai_sim import SimulatedArm
+from sequence_ai_sim.commands import controller_takes, reader_for
 from sequence_ai_sim.controllers import CONTROLLER_MODELS
 
 
@@ -41,16 +43,19 @@ class SimArmNode(Node):  # type: ignore[misc, unused-ignore]
         command_type = self._param(
             "command_type", outputs.DEFAULT, f"Command message type: {' | '.join(outputs.names())}."
         )
-        self._output = outputs.get(command_type)
+        msg_type = outputs.get(command_type).message_type(MESSAGE_TYPES)
+        self._reader = reader_for(msg_type)
         state_hz = self._param("state_hz", 50.0, "joint_states publish rate.")
         camera_hz = self._param("camera_hz", 10.0, "Camera publish rate; 0 = no cameras.")
         self._compressed = self._param("image_format", "compressed", "compressed | raw") != "raw"
         controller = self._param(
             "controller", "none", f"none | {' | '.join(CONTROLLER_MODELS)} (ros2_control model)"
         )
-        if controller != "none" and not self._output.takes_controller(controller):
+        if controller != "none" and not controller_takes(controller, msg_type):
             takes = [
-                o.name for o in outputs.OUTPUT_TYPES.values() if o.takes_controller(controller)
+                name
+                for name, output in outputs.OUTPUT_TYPES.items()
+                if controller_takes(controller, output.message_type(MESSAGE_TYPES))
             ]
             raise ValueError(f"controller {controller} takes command_type {' or '.join(takes)}")
         self.arm = SimulatedArm(model, cameras=camera_hz > 0, controller=controller)
@@ -59,7 +64,6 @@ class SimArmNode(Node):  # type: ignore[misc, unused-ignore]
         self.joint_names = [f"joint_{i + 1}" for i in range(joints)]
         self.gripper_joint = self._param("gripper_joint", "gripper", "Name of the gripper joint.")
         self._velocity = kind_of(self.arm.model.action_space) == "velocity"
-        msg_type = self._output.message_type(MESSAGE_TYPES)
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.create_subscription(msg_type, "command", self._on_command, reliable)
         self.create_subscription(msg_type, "gripper_command", self._on_gripper, reliable)
@@ -117,7 +121,7 @@ class SimArmNode(Node):  # type: ignore[misc, unused-ignore]
         if self.arm.controlled is not None:
             self._to_controller(msg)
             return
-        values = np.asarray(self._output.decode(msg, velocity=self._velocity), dtype=np.float64)
+        values = np.asarray(self._reader.values(msg, velocity=self._velocity), dtype=np.float64)
         joints = self.arm.model.joint_count
         if len(values) == joints + 1:
             self._apply(values[:joints], float(values[joints]))
@@ -128,7 +132,7 @@ class SimArmNode(Node):  # type: ignore[misc, unused-ignore]
 
     def _to_controller(self, msg: Any) -> None:
         joints = self.arm.model.joint_count
-        command = self._output.controller_command(msg)
+        command = self._reader.controller_command(msg)
         if isinstance(command, list) and len(command) == joints + 1:  # the gripper rides along
             problem = self.arm.send(command[:joints], gripper=command[joints])
         else:
@@ -140,7 +144,7 @@ class SimArmNode(Node):  # type: ignore[misc, unused-ignore]
             self.commands += 1
 
     def _on_gripper(self, msg: Any) -> None:
-        values = self._output.decode(msg, velocity=False)
+        values = self._reader.values(msg, velocity=False)
         if values and self.arm.controlled is not None:
             self.arm.send_gripper(float(values[0]))
             self.commands += 1

@@ -117,6 +117,31 @@ def test_the_simulator_does_not_import_the_node(found: list[Import]) -> None:
     assert offenders == [], "\n".join(offenders)
 
 
+#: The node package's modules for the simulated arm: the only ones that may use the simulator.
+SIMULATED_ARM = {f"{NODE}.sim_arm_node"}
+
+
+def test_the_policy_node_reaches_no_simulator_module(found: list[Import]) -> None:
+    """Everything of the node package but the simulated arm is the policy node, which runs on
+    a robot: no import of the simulator, at module level, in a function or for typing, of its
+    own or through any module it imports."""
+    known = all_modules()
+    assert set(known) >= SIMULATED_ARM
+    edges = graph(found, known)
+    by_importer: dict[str, list[Import]] = {}
+    for each in found:
+        by_importer.setdefault(each.importer, []).append(each)
+    offenders: dict[str, str] = {}  # each import of the simulator, with one way to it
+    for module in sorted(name for name in modules(NODE) if name not in SIMULATED_ARM):
+        for reached, path in reachable(module, edges).items():
+            for each in by_importer.get(reached, []):
+                if within(each.imported, SIM) and not within(reached, SIM):
+                    offenders.setdefault(str(each), " -> ".join(path))
+    assert offenders == {}, "\n".join(f"{path}: {each}" for each, path in offenders.items())
+    # The exemption is not stale: the simulated arm is where the simulator is used.
+    assert {each.importer for each in found if within(each.imported, SIM)} & SIMULATED_ARM
+
+
 def ros_modules_of_the_node() -> set[str]:
     """The modules the node package's docstring says import rclpy: ``Only ``a``, ``b`` ...
     import rclpy``; every other module of the package is a ROS-free helper."""

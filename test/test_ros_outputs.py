@@ -1,6 +1,7 @@
 """The output-type registry (sequence_ai_ros/outputs) is the only list of output types, and
-what the node's command sink builds from each is what the simulated arm decodes. ROS-free:
-messages are Humble's definitions (rosbags); the real-ROS tier runs the same on rclpy."""
+what the node's command sink builds from each is what the simulated arm reads from it
+(sequence_ai_sim.commands, by message type). ROS-free: messages are Humble's definitions
+(rosbags); the real-ROS tier runs the same on rclpy."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import pytest
 from sequence_ai_ros import conversions as conv
 from sequence_ai_ros import outputs, params
 from sequence_ai_ros.command_sink import CommandSink, Publishers
+from sequence_ai_sim.commands import controller_takes, reader_for
+from sequence_ai_sim.controllers import CONTROLLER_MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "sequence_ai_ros"
@@ -97,7 +100,7 @@ def test_no_module_outside_the_registry_names_an_output_type_or_its_message() ->
                 )
         checked += 1
     assert checked >= 17
-    # The sim arm takes its message class, decoding and controller routing from the registry.
+    # The sim arm takes its message class from the registry (and reads it by that class).
     sim_arm = (PACKAGE / "sim_arm_node.py").read_text(encoding="utf-8")
     assert "import Float64MultiArray" not in sim_arm and "import JointTrajectory" not in sim_arm
     assert "outputs.get(command_type)" in sim_arm
@@ -119,9 +122,6 @@ class PositionArrayOutput(Float64MultiArrayOutput):
     def arm_message(self, envelope: Any, command: conv.Command, **_: Any) -> Any:
         return conv.float64_multi_array(envelope.types, command.positions, "positions")
 
-    def takes_controller(self, controller: str) -> bool:
-        return False
-
 
 OUTPUT = PositionArrayOutput()
 '''
@@ -131,6 +131,7 @@ import numpy as np
 import humble_messages as messages
 from sequence_ai_ros import conversions as conv, outputs, params
 from sequence_ai_ros.command_sink import CommandSink, Publishers
+from sequence_ai_sim.commands import reader_for
 
 spec = next(s for s in params.PARAMETERS if s.name == "output_type")
 assert "position_array" in spec.constraints.split("|"), spec.constraints
@@ -151,13 +152,14 @@ assert list(topic[0].data) == [1.05, 1.95], topic
 blind = conv.command_from_action(np.array([0.5, -0.5]), action_space="joint_velocity",
     gripper_dims=0, measured=None, period_s=0.1)
 assert "needs joint positions" in sink.send(blind, 0.1, "joint_velocity")
-assert output.decode(topic[0], velocity=True) == [1.05, 1.95]
+assert reader_for(output.message_type(types)).values(topic[0], velocity=True) == [1.05, 1.95]
 print("ok")
 """
 
 
 def test_adding_an_output_type_is_adding_one_module(tmp_path: Path) -> None:
-    """A copy of the package with one module more: parameters, sink and decoding take it."""
+    """A copy of the package with one module more: parameters and sink take it, and the
+    simulated arm reads its messages with nothing added to the simulator."""
     copy = tmp_path / "sequence_ai_ros"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "outputs" / "position_array.py").write_text(_NEW_TYPE, encoding="utf-8")
@@ -194,13 +196,35 @@ def test_the_sim_arm_decodes_what_the_sink_sends(
     assert isinstance(arm_msg, output.message_type(types))
     assert isinstance(gripper_msg, output.message_type(types))
     velocity = space == "joint_velocity"
-    decoded = output.decode(arm_msg, velocity=velocity)
+    reader = reader_for(output.message_type(types))
+    decoded = reader.values(arm_msg, velocity=velocity)
     expected = values[:7] if velocity or not output.needs_positions else command.positions
     if output_type == "joint_trajectory" and velocity:
         # Velocities only where the controller takes them at the last point (Jazzy default).
         expected = command.positions
     assert np.allclose(decoded, expected)
-    assert output.decode(gripper_msg, velocity=False) == [0.7]
+    assert reader.values(gripper_msg, velocity=False) == [0.7]
+
+
+def test_the_sim_arm_follows_every_output_type_behind_the_controllers_that_take_it(
+    types: conv.MessageTypes,
+) -> None:
+    """Every registered output type's message is one the simulated arm reads, and each
+    controller model takes the message type its real controller subscribes to."""
+    message_types = {name: o.message_type(types) for name, o in outputs.OUTPUT_TYPES.items()}
+    for message_type in message_types.values():
+        reader_for(message_type)  # ValueError for a message type the arm cannot read
+    taken_by = {
+        name: {c for c in CONTROLLER_MODELS if controller_takes(c, message_type)}
+        for name, message_type in message_types.items()
+    }
+    jtc = {c for c in CONTROLLER_MODELS if c.startswith("jtc_")}
+    assert taken_by == {
+        "float64_multi_array": {"forward_command"},
+        "joint_trajectory": jtc,
+        "joint_state": set(),
+    }
+    assert len(jtc) == 4 and not controller_takes("forward_command", types.Duration)
 
 
 def test_joint_outputs_refuse_a_command_without_joint_targets(types: conv.MessageTypes) -> None:
@@ -238,8 +262,8 @@ def test_a_streamed_chunk_goes_out_once_and_a_hold_replaces_it(types: conv.Messa
     assert not point_sink.streams_chunks
 
 
-ROS_MODULES = {"policy_node", "node_io", "interfaces", "health_publisher", "rclpy_guards"}
-ROS_MODULES |= {"sim_arm_node"}
+ROS_MODULES = {"policy_node", "node_io", "interfaces", "messages", "health_publisher"}
+ROS_MODULES |= {"rclpy_guards", "sim_arm_node"}
 
 
 def test_only_the_modules_said_to_import_ros_do() -> None:

@@ -29,6 +29,7 @@ ROS_FILES = [
     "policy_node.py",
     "node_io.py",
     "interfaces.py",
+    "messages.py",
     "command_sink.py",  # ROS-free, but it calls the publishers' publish()
     "sim_arm_node.py",
     "health_publisher.py",

@@ -16,6 +16,7 @@ from sequence_ai_ros import params
 from sequence_ai_ros import trajectories as traj
 from sequence_ai_ros.hold import hold_command
 from sequence_ai_ros.safety import SafetyChecks, check_trajectory
+from sequence_ai_sim.commands import controller_trajectory
 from sequence_ai_sim.controlled import ControlledJoints
 from sequence_ai_sim.controllers import humble_defaults, jazzy_defaults, validate_trajectory
 
@@ -80,7 +81,7 @@ def test_the_rest_of_a_chunk_is_accepted_by_default_controllers(
         rows = planned.velocities if planned.velocities is not None else [None] * len(planned)
         points = list(zip(planned.positions, rows, planned.times_s, strict=True))
         msg = conv.joint_trajectory(types, JOINTS[:joints], points, _stamp(types, NOW_NS - late_ns))
-        received = conv.controller_trajectory(msg)
+        received = controller_trajectory(msg)
         assert validate_trajectory(settings, received, NOW_NS * 1e-9 + 0.002) is None
         assert received.points[0].time_from_start_ns > 0  # never a step at the first point
         if velocities:
@@ -100,10 +101,7 @@ def test_the_hold_is_accepted_by_default_controllers(
     msg = conv.joint_trajectory(
         types, JOINTS, [(command.positions, command.velocities, PERIOD)], _stamp(types, NOW_NS)
     )
-    assert (
-        validate_trajectory(DEFAULTS[distro], conv.controller_trajectory(msg), NOW_NS * 1e-9)
-        is None
-    )
+    assert validate_trajectory(DEFAULTS[distro], controller_trajectory(msg), NOW_NS * 1e-9) is None
 
 
 def test_one_point_per_tick_with_velocities_is_what_jazzy_rejects(types: conv.MessageTypes) -> None:
@@ -114,7 +112,7 @@ def test_one_point_per_tick_with_velocities_is_what_jazzy_rejects(types: conv.Me
     msg = conv.joint_trajectory(
         types, JOINTS, [(command.positions, command.velocities, PERIOD)], _stamp(types, NOW_NS)
     )
-    received = conv.controller_trajectory(msg)
+    received = controller_trajectory(msg)
     assert validate_trajectory(DEFAULTS["humble"], received, NOW_NS * 1e-9) is None
     problem = validate_trajectory(DEFAULTS["jazzy"], received, NOW_NS * 1e-9)
     assert problem and problem.startswith("Velocity of last trajectory point of joint joint_1")
@@ -154,7 +152,7 @@ def test_the_controller_plays_each_step_when_the_engine_planned_it(
         types, JOINTS[:6], list(zip(planned.positions, [None] * 16, planned.times_s, strict=True)),
         _stamp(types, NOW_NS),
     )  # fmt: skip
-    assert arm.send(conv.controller_trajectory(msg), NOW_NS * 1e-9 + 0.001) is None
+    assert arm.send(controller_trajectory(msg), NOW_NS * 1e-9 + 0.001) is None
     ahead = 0.002 if controller.startswith("jtc_jazzy") else 0.0  # Jazzy: one cycle ahead
     for j in range(len(chunk)):  # step j's target is reached one period after it was due
         arm.advance(NOW_NS * 1e-9 + (j + 1) * period - ahead)
@@ -243,6 +241,6 @@ def test_continued_trajectories_are_accepted_and_do_not_drag_the_arm_back(
                 zip(planned.positions, [None] * len(planned), planned.times_s, strict=True)
             )
             msg = conv.joint_trajectory(types, names, points, _stamp(types, round(stamp * 1e9)))
-            assert arm.send(conv.controller_trajectory(msg), stamp + 0.005) is None
+            assert arm.send(controller_trajectory(msg), stamp + 0.005) is None
         arm.advance(start_s + 20 * period)
         assert arm.max_command_jump < 0.003  # about one cycle of motion; no jump back

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from sequence_ai_core.types import FloatArray
 
-from ..conversions import Command, ControllerCommand, MessageTypes
+from ..conversions import Command, MessageTypes
 
 #: A trajectory point: (positions, velocities, time_from_start_s); a missing part stays empty.
 Point = tuple[FloatArray | None, FloatArray | None, float]
@@ -45,7 +45,8 @@ class OutputType(ABC):
 
     @abstractmethod
     def message_type(self, types: MessageTypes) -> Any:
-        """The message class published on ``action`` and the gripper topic."""
+        """The message class published on ``action`` and the gripper topic (the simulated
+        arm subscribes to the same class and reads it by its type, not by output type)."""
 
     @abstractmethod
     def arm_message(
@@ -59,21 +60,8 @@ class OutputType(ABC):
     def gripper_message(self, envelope: Envelope, values: FloatArray) -> Any:
         """The gripper topic's message: gripper positions."""
 
-    @abstractmethod
-    def decode(self, msg: Any, *, velocity: bool) -> list[float]:
-        """The numbers a simulated arm applies from ``msg``: velocities when ``velocity``
-        and the message carries them, else positions."""
-
     def trajectory_message(
         self, types: MessageTypes, names: Sequence[str], points: Sequence[Point], stamp: Any
     ) -> Any:
         """A planned trajectory as one message (only where ``streams_trajectories``)."""
         raise TypeError(f"{self.name} messages carry no trajectories")
-
-    def takes_controller(self, controller: str) -> bool:
-        """Whether the simulated ros2_control ``controller`` model takes these messages."""
-        return False
-
-    def controller_command(self, msg: Any) -> ControllerCommand:
-        """``msg`` as a simulated controller model takes it."""
-        raise TypeError(f"no controller model takes {self.name} messages")

@@ -31,14 +31,5 @@ class Float64MultiArrayOutput(OutputType):
     def gripper_message(self, envelope: Envelope, values: FloatArray) -> Any:
         return conv.float64_multi_array(envelope.types, values, "gripper")
 
-    def decode(self, msg: Any, *, velocity: bool) -> list[float]:
-        return [float(v) for v in msg.data]
-
-    def takes_controller(self, controller: str) -> bool:
-        return controller == "forward_command"
-
-    def controller_command(self, msg: Any) -> conv.ControllerCommand:
-        return [float(v) for v in msg.data]
-
 
 OUTPUT = Float64MultiArrayOutput()

@@ -29,9 +29,5 @@ class JointStateOutput(OutputType):
     def gripper_message(self, envelope: Envelope, values: FloatArray) -> Any:
         return conv.joint_state(envelope.types, envelope.names, values, None, envelope.stamp)
 
-    def decode(self, msg: Any, *, velocity: bool) -> list[float]:
-        values = msg.velocity if velocity and len(msg.velocity) else msg.position
-        return [float(v) for v in values]
-
 
 OUTPUT = JointStateOutput()

@@ -43,19 +43,6 @@ class JointTrajectoryOutput(OutputType):
     ) -> Any:
         return conv.joint_trajectory(types, names, points, stamp)
 
-    def decode(self, msg: Any, *, velocity: bool) -> list[float]:
-        if not msg.points:
-            return []
-        point = msg.points[0]
-        values = point.velocities if velocity and len(point.velocities) else point.positions
-        return [float(v) for v in values]
-
-    def takes_controller(self, controller: str) -> bool:
-        return controller.startswith("jtc_")
-
-    def controller_command(self, msg: Any) -> conv.ControllerCommand:
-        return conv.controller_trajectory(msg)
-
 
 def _one_point(envelope: Envelope, positions: Any, velocities: Any) -> Any:
     point = (positions, velocities, envelope.period_s)
