@@ -24,7 +24,7 @@ from .gateway.transport import (
 )
 from .playback.engine_config import EngineConfig, Freshness, RunConfig, check_control_hz
 from .playback.runner import run_policy
-from .playback.source import DriverGuard
+from .playback.source import DriverGuard, PlannedPrefix
 from .types import FloatArray, Model, Observation, Prediction, full_model_id
 
 if TYPE_CHECKING:
@@ -112,10 +112,27 @@ class Policy:
 
     # ------------------------------------------------------------------ requests
 
-    def fetch(self, observation: Observation, options: Mapping[str, Any]) -> Prediction:
+    @property
+    def wants_planned(self) -> bool:
+        """The backend conditions on the engine's plan (``source.PlanningSource``): an openpi
+        profile with ``rtc``. The gateway's contract has no such field, so never there."""
+        return getattr(self._backend, "wants_planned", False) is True
+
+    def fetch(
+        self,
+        observation: Observation,
+        options: Mapping[str, Any],
+        *,
+        planned: PlannedPrefix | None = None,
+    ) -> Prediction:
         """One chunk from the backend (``ChunkSource``). Thread-safe and unguarded: the
-        engine calls it from its workers while it holds the guard; ``predict`` is guarded."""
+        engine calls it from its workers while it holds the guard; ``predict`` is guarded.
+        ``planned`` reaches only a backend that ``wants_planned``."""
         self._check_open()
+        if planned is not None and self.wants_planned:
+            # the Backend protocol is the gateway's too, which takes no prefix
+            fetch_planned: Callable[..., Prediction] = self._backend.fetch
+            return fetch_planned(self.model, observation, options, planned=planned)
         return self._backend.fetch(self.model, observation, options)
 
     def check_observation(self, observation: Observation) -> None:

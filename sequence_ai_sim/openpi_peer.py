@@ -41,7 +41,7 @@ def reference(times: np.ndarray[Any, Any], dim: int) -> np.ndarray[Any, Any]:
     return values
 
 
-def _lookup(obs: Mapping[str, Any], key: tuple[str, ...]) -> Any:
+def lookup(obs: Mapping[str, Any], key: tuple[str, ...]) -> Any:
     node: Any = obs
     for part in key:
         if not isinstance(node, Mapping) or part not in node:
@@ -94,13 +94,17 @@ class TrajectoryPolicy:
         if call in self.answers:
             answer = self.answers[call]()
         else:
-            stamp = _lookup(obs, self.timestamp_key) if self.timestamp_key else None
+            stamp = lookup(obs, self.timestamp_key) if self.timestamp_key else None
             t_obs = float(stamp) if stamp is not None else arrived
-            times = t_obs + np.arange(self.horizon) / self.control_hz
-            answer = {"actions": reference(times, self.action_dim).astype(np.float32)}
+            answer = {"actions": self.actions(obs, t_obs, call).astype(np.float32)}
         with self.lock:
             self.spans.append((started, time.monotonic()))
         return answer
+
+    def actions(self, obs: Mapping[str, Any], t_obs: float, call: int) -> np.ndarray[Any, Any]:
+        """(horizon, dim): the reference from the observation's time on (``call`` is the
+        1-based number of this request, for a policy whose answers vary per chunk)."""
+        return reference(t_obs + np.arange(self.horizon) / self.control_hz, self.action_dim)
 
     def reset(self) -> None:
         pass

@@ -4,6 +4,15 @@ selects it; its dependencies (websockets, msgpack) are the ``openpi`` extra and 
 only when it is used, so this package's ``profiles`` work without them."""
 
 from .profiles import BUILTIN, ImageSpec, Profile, StateSpec
+from .rtc import RtcSpec
 from .user_profiles import load_profile, profile_from_mapping
 
-__all__ = ["BUILTIN", "ImageSpec", "Profile", "StateSpec", "load_profile", "profile_from_mapping"]
+__all__ = [
+    "BUILTIN",
+    "ImageSpec",
+    "Profile",
+    "RtcSpec",
+    "StateSpec",
+    "load_profile",
+    "profile_from_mapping",
+]

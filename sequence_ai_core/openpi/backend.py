@@ -6,14 +6,16 @@ no rate, action space or dimension meaning, so every answer is checked against t
 profile: a 2-D finite numeric array of the profile's dimension (and horizon, if it sets
 one) within the chunk caps of ``limits``, else ``InvalidResponse`` and nothing is played.
 The server's ``infer_ms`` is reported as ``perf["inference_ms"]``, so the engine's load
-monitor separates the model's time from queueing behind other connections.
+monitor separates the model's time from queueing behind other connections. A profile with
+``rtc`` also sends the engine's planned prefix and delay (``rtc``), and the engine hands it
+that with each request (``wants_planned``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +29,9 @@ from .client import OpenpiClient, check_health
 from .codec import CodecError, packb
 from .profiles import Profile
 from .user_profiles import load_profile
+
+if TYPE_CHECKING:
+    from ..playback.source import PlannedPrefix
 
 
 class OpenpiBackend:
@@ -54,6 +59,11 @@ class OpenpiBackend:
     @property
     def requests_sent(self) -> int:
         return self.client.requests_sent
+
+    @property
+    def wants_planned(self) -> bool:
+        """The profile sends the engine's planned prefix (``rtc``)."""
+        return self.profile.rtc is not None
 
     def cancel_in_flight(self) -> int:
         return self.client.cancel_in_flight()
@@ -89,18 +99,27 @@ class OpenpiBackend:
             },
         )
 
-    def fetch(self, model: str, observation: Observation, options: Mapping[str, Any]) -> Prediction:
+    def fetch(
+        self,
+        model: str,
+        observation: Observation,
+        options: Mapping[str, Any],
+        *,
+        planned: PlannedPrefix | None = None,
+    ) -> Prediction:
         if any(value is not None for value in options.values()):
             raise InvalidRequest(
                 f"openpi servers take no request options, got {sorted(options)}; "
                 "what the policy needs goes in the observation (the profile)"
             )
         try:
-            frame = packb(self.profile.encode(observation))
+            frame = packb(self.profile.encode(observation, planned))
         except CodecError as exc:
             raise InvalidRequest(str(exc)) from None
         answer, request_id, latency = self.client.exchange(frame)
-        chunk = parse_answer(answer, self.profile, request_id)
+        rtc = self.profile.rtc
+        skip = 0 if rtc is None else rtc.skipped(planned)
+        chunk = parse_answer(answer, self.profile, request_id, skip=skip)
         return Prediction(
             id=request_id,
             model=model,
@@ -111,8 +130,9 @@ class OpenpiBackend:
         )
 
 
-def parse_answer(answer: Any, profile: Profile, request_id: str) -> ActionChunk:
-    """The answer's ``actions`` as a checked chunk with the profile's rate and space."""
+def parse_answer(answer: Any, profile: Profile, request_id: str, *, skip: int = 0) -> ActionChunk:
+    """The answer's ``actions`` as a checked chunk with the profile's rate and space, less its
+    first ``skip`` steps (an RTC answer that starts at the observation, ``rtc``)."""
 
     def invalid(what: str) -> InvalidResponse:
         return InvalidResponse(
@@ -134,9 +154,14 @@ def parse_answer(answer: Any, profile: Profile, request_id: str) -> ActionChunk:
         raise invalid(f"'actions' has {steps} steps (1..{MAX_STEPS}, {MAX_CHUNK_VALUES} values)")
     if profile.action_horizon is not None and steps != profile.action_horizon:
         raise invalid(f"'actions' has {steps} steps, the profile says {profile.action_horizon}")
+    if skip >= steps:
+        raise invalid(f"'actions' has {steps} steps, none after the {skip}-step delay")
     values = actions.astype(np.float64)
-    if not np.all(np.isfinite(values)):
+    if not np.all(np.isfinite(values)):  # all of it: a broken answer is refused whole
         raise invalid("'actions' holds non-finite values")
+    if skip:
+        values = values[skip:].copy()
+        steps = len(values)
     values.setflags(write=False)
     return ActionChunk(
         steps=values,

@@ -17,7 +17,9 @@ grippers, so those are the profile's. Built in, from openpi's own examples
 Images are sent as raw uint8 arrays resized with padding the way openpi's
 ``image_tools.resize_with_pad`` does it (scale by the larger ratio, truncate, centre on
 black), not as JPEG. A user profile is a mapping (or a YAML/JSON file) with the same fields
-as ``Profile``; see ``user_profiles.profile_from_mapping``.
+as ``Profile``; see ``user_profiles.profile_from_mapping``. Any profile can also send what
+the engine plans to play while a request is out, for real-time chunking (``rtc``: off in the
+built-in ones, on as ``droid+rtc`` and the like; ``openpi.rtc``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +36,10 @@ from PIL import Image
 
 from ..errors import InvalidRequest
 from ..types import ImageFrame, Observation
+from .rtc import RtcSpec
+
+if TYPE_CHECKING:
+    from ..playback.source import PlannedPrefix
 
 #: Proprioception fields a state entry may draw from, in ``Proprioception``.
 STATE_SOURCES = ("joint_positions", "joint_velocities", "end_effector_pose", "gripper")
@@ -80,6 +86,9 @@ class Profile:
     #: If set, the observation's wall-clock time (seconds, float64) is sent under this key;
     #: openpi's own policies ignore keys they do not read.
     timestamp_key: tuple[str, ...] | None = None
+    #: If set, every request also carries the engine's planned prefix and delay (``rtc``);
+    #: None sends exactly the keys above.
+    rtc: RtcSpec | None = None
 
     @property
     def views(self) -> tuple[str, ...]:
@@ -103,8 +112,11 @@ class Profile:
         for state in self.state:
             _state_values(observation, state, self.name)
 
-    def encode(self, observation: Observation) -> dict[str, Any]:
-        """The server's input dict; ``InvalidRequest`` for what cannot be sent."""
+    def encode(
+        self, observation: Observation, planned: PlannedPrefix | None = None
+    ) -> dict[str, Any]:
+        """The server's input dict; ``InvalidRequest`` for what cannot be sent. ``planned``
+        is sent only if the profile has ``rtc`` (then an absent one as nothing planned)."""
         self.check(observation)
         out: dict[str, Any] = {}
         frames = {frame.view: frame for frame in observation.images}
@@ -119,6 +131,10 @@ class Profile:
             _put(out, self.prompt_key, observation.instruction)
         if self.timestamp_key is not None:
             _put(out, self.timestamp_key, np.float64(observed_at_s(observation)))
+        if self.rtc is not None:
+            prefix, delay = self.rtc.values(planned, self.action_dim)
+            _put(out, self.rtc.prefix_key, prefix)
+            _put(out, self.rtc.delay_key, delay)
         return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -11,6 +12,10 @@ from ..action_spaces import ACTION_SPACES, find_space
 from ..errors import ConfigurationError
 from ..limits import MAX_ACTION_DIM, MAX_CONTROL_HZ, MAX_STEPS, MIN_CONTROL_HZ
 from .profiles import BUILTIN, STATE_SOURCES, ImageSpec, Profile, StateSpec
+from .rtc import RtcSpec
+
+#: A built-in name with this suffix is that profile sending the RTC keys (``droid+rtc``).
+RTC_SUFFIX = "+rtc"
 
 
 def load_profile(spec: str | Mapping[str, Any] | Profile) -> Profile:
@@ -24,10 +29,13 @@ def load_profile(spec: str | Mapping[str, Any] | Profile) -> Profile:
     name = spec.strip()
     if name.lower() in BUILTIN:
         return BUILTIN[name.lower()]
+    base = name.lower().removesuffix(RTC_SUFFIX)
+    if base != name.lower() and base in BUILTIN:
+        return dataclasses.replace(BUILTIN[base], name=base + RTC_SUFFIX, rtc=RtcSpec())
     if not os.path.isfile(name):
         raise ConfigurationError(
-            f"unknown openpi profile {name!r}: built in are {', '.join(BUILTIN)}; "
-            "or give a mapping or the path of a YAML/JSON file"
+            f"unknown openpi profile {name!r}: built in are {', '.join(BUILTIN)} (each also "
+            f"as <name>{RTC_SUFFIX}); or give a mapping or the path of a YAML/JSON file"
         )
     with open(name, encoding="utf-8") as handle:
         text = handle.read()
@@ -65,12 +73,49 @@ def _int(value: Any, where: str, low: int, high: int) -> int:
     return value
 
 
+def _rtc(value: Any, taken: list[tuple[str, ...]]) -> RtcSpec | None:
+    """``rtc``: absent, null or false (off), true (LeRobot's key names), or a mapping of
+    ``prefix_key``, ``delay_key`` and ``answer_from``; no key of it may clash with another
+    key the profile sends (one would overwrite the other, or need it to be a dict)."""
+    if value is None or value is False:
+        return None
+    default = RtcSpec()
+    if value is True:
+        spec = default
+    elif isinstance(value, Mapping):
+        known = {"prefix_key", "delay_key", "answer_from"}
+        unknown = sorted(str(k) for k in set(value) - known)
+        if unknown:
+            raise ConfigurationError(
+                f"profile rtc has unknown fields {unknown}; known: {sorted(known)}"
+            )
+        answer_from = value.get("answer_from", default.answer_from)
+        prefix = value.get("prefix_key", default.prefix_key)
+        delay = value.get("delay_key", default.delay_key)
+        spec = RtcSpec(_key(prefix, "rtc.prefix_key"), _key(delay, "rtc.delay_key"), answer_from)
+    else:
+        raise ConfigurationError(
+            "profile rtc must be true, false or a mapping of prefix_key, delay_key and "
+            f"answer_from, got {value!r}"
+        )
+    keys = [("rtc.prefix_key", spec.prefix_key), ("rtc.delay_key", spec.delay_key)]
+    for i, (name, key) in enumerate(keys):
+        for other in taken + [k for _, k in keys[i + 1 :]]:
+            if key[: len(other)] == other[: len(key)]:  # equal, or one nests in the other
+                raise ConfigurationError(
+                    f"profile {name} {'/'.join(key)} clashes with {'/'.join(other)}, "
+                    "another key the profile sends"
+                )
+    return spec
+
+
 def profile_from_mapping(data: Mapping[str, Any]) -> Profile:
     """A user profile, every field checked (``ConfigurationError`` names the field).
 
     Fields: ``name``, ``control_hz``, ``action_space`` (one of ``types.ACTION_SPACES``),
     ``action_dim``, ``gripper_dims`` (list), ``robot``, ``action_horizon`` (optional),
     ``prompt_key`` (default ``prompt``; null for none), ``timestamp_key`` (optional),
+    ``rtc`` (optional: true, or ``{prefix_key, delay_key, answer_from}``; see ``rtc``),
     ``images``: a list of ``{key, view, size: [height, width], layout: hwc|chw, required}``,
     ``state``: a list of ``{key, from: [joint_positions, gripper, ...], size}``. A key is a
     string, or a list of strings for a nested dict (``[images, cam_high]``).
@@ -85,6 +130,7 @@ def profile_from_mapping(data: Mapping[str, Any]) -> Profile:
         "action_horizon",
         "prompt_key",
         "timestamp_key",
+        "rtc",
         "images",
         "state",
     }
@@ -153,6 +199,11 @@ def profile_from_mapping(data: Mapping[str, Any]) -> Profile:
         )
     prompt = data.get("prompt_key", "prompt")
     stamp = data.get("timestamp_key")
+    prompt_key = None if prompt is None else _key(prompt, "prompt_key")
+    timestamp_key = None if stamp is None else _key(stamp, "timestamp_key")
+    taken = [spec.key for spec in image_specs] + [spec.key for spec in state_specs]
+    taken += [key for key in (prompt_key, timestamp_key) if key is not None]
+    rtc = _rtc(data.get("rtc"), taken)
     return Profile(
         name=str(data.get("name", "custom")),
         images=tuple(image_specs),
@@ -162,7 +213,8 @@ def profile_from_mapping(data: Mapping[str, Any]) -> Profile:
         action_dim=dim,
         gripper_dims=gripper_dims,
         robot=str(data.get("robot", "")),
-        prompt_key=None if prompt is None else _key(prompt, "prompt_key"),
+        prompt_key=prompt_key,
         action_horizon=None if horizon is None else _int(horizon, "action_horizon", 1, MAX_STEPS),
-        timestamp_key=None if stamp is None else _key(stamp, "timestamp_key"),
+        timestamp_key=timestamp_key,
+        rtc=rtc,
     )

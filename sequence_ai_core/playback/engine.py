@@ -40,6 +40,7 @@ from .inflight import InFlight, Request
 from .load import LoadMonitor
 from .outcome import RunOutcome
 from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared
+from .prefix import planned_prefix
 from .retries import RetryPolicy
 from .source import ChunkSource
 from .stats import Handed, PlaybackStats
@@ -363,7 +364,10 @@ class PlaybackEngine:
         observation = observe()
         if observation is None:
             return  # inputs not ready: send nothing this tick
-        self._requests.start(observation, now)
+        planned = None
+        if self._requests.wants_planned:  # real-time chunking: what plays while it is out
+            planned = planned_prefix(self._plan, self._requests.requests, now, self.period_s)
+        self._requests.start(observation, now, planned)
         self._due_at = None
 
     def _wants_request(self, now: float, playing: bool) -> bool:

@@ -3,10 +3,13 @@
 The engine decides when a request is due (``timing``, ``load``); this holds the requests
 once started, says when one has completed, and cancels them on close. The workers build the
 request (images included) and check the answer (``plan.prepare``), so a tick only plays it.
+A source that wants the plan's prefix (``source.takes_planned``) gets the one computed at
+the request's tick with it; any other is called with the observation and options alone.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 from ..types import Observation
 from .engine_config import EngineConfig
 from .plan import Prepared, prepare
-from .source import ChunkSource
+from .source import ChunkSource, PlannedPrefix, takes_planned
 
 
 @dataclass
@@ -32,6 +35,9 @@ class InFlight:
         self, source: ChunkSource, config: EngineConfig, executor: Executor | None
     ) -> None:
         self._source = source
+        #: The source conditions on the plan (real-time chunking): the engine computes the
+        #: prefix only then, since it costs the control thread a copy of the planned steps.
+        self.wants_planned = takes_planned(source)
         self._options = dict(config.options)
         self._control_hz = config.control_hz
         self._workers = config.max_in_flight
@@ -47,12 +53,16 @@ class InFlight:
     def __len__(self) -> int:
         return len(self.requests)
 
-    def start(self, observation: Observation, now: float) -> None:
+    def start(
+        self, observation: Observation, now: float, planned: PlannedPrefix | None = None
+    ) -> None:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 max_workers=self._workers, thread_name_prefix="sequence-ai-refill"
             )
-        future = self._executor.submit(self._fetch, observation)
+        # the task still takes the observation alone, as executors given by callers expect
+        task = functools.partial(self._fetch, planned=planned)
+        future = self._executor.submit(task, observation)
         future.add_done_callback(self._note_arrival)
         self.requests.append(Request(future, now))
         self.last_start_at = now
@@ -86,10 +96,15 @@ class InFlight:
             self._executor.shutdown(wait=wait, cancel_futures=True)
         self._executor = None
 
-    def _fetch(self, observation: Observation) -> Prepared:
+    def _fetch(self, observation: Observation, *, planned: PlannedPrefix | None) -> Prepared:
         """On a worker: the request (its body, images included, is built there) and the
         chunk's copy and checks, so that the control thread only plays it."""
-        return prepare(self._source.fetch(observation, self._options), self._control_hz)
+        source = self._source
+        if planned is not None and takes_planned(source):
+            prediction = source.fetch(observation, self._options, planned=planned)
+        else:
+            prediction = source.fetch(observation, self._options)
+        return prepare(prediction, self._control_hz)
 
     def _note_arrival(self, future: Future[Prepared]) -> None:
         self.arrived = True
