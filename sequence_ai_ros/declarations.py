@@ -49,7 +49,7 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         "profile",
         "string",
         "",
-        "openpi observation profile for a ws:// base_url: droid | aloha | libero | a file.",
+        "openpi observation profile for a ws:// base_url: droid | aloha | libero (+rtc) | a file.",
     ),
     ParamSpec("allow_insecure_http", "bool", False, "Allow plain http to a non-loopback host."),
     ParamSpec(
