@@ -219,8 +219,8 @@ def test_read_timeout_is_unavailable(sim: GatewaySimulator) -> None:
     sim.inject(Fault.timeout(3.0))
     with connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url, timeout_s=0.3) as handle:
         error = _raised(handle)
-    assert type(error) is Unavailable
-    assert "Timeout" in str(error)
+    assert type(error) is Unavailable and not error.warming
+    assert f"from {sim.url} within the 0.3 s request deadline" in str(error)
 
 
 def test_connection_refused_is_unavailable(clean_env: object) -> None:

@@ -32,9 +32,12 @@ from ..endpoints import GATEWAY, checked_url, is_loopback
 from ..errors import (
     InvalidResponse,
     SequencesError,
-    TLSError,
     Unavailable,
+    deadline_passed,
     error_from_response,
+    handle_closed,
+    request_cancelled,
+    untrusted_certificate,
 )
 from ..redaction import LOG_REDACTION, redact
 from .bodies import BodyRefused, declared_length, decoded, parse_json, read_capped
@@ -307,29 +310,22 @@ class Transport:
         request_id: str,
     ) -> SequencesError:
         if self._closed:  # aborted under an in-flight request
-            return SequencesError("policy handle is closed", request_id=request_id)
+            return handle_closed(request_id)
         if scope.cancelled:
-            return SequencesError("request aborted by cancel_requests()", request_id=request_id)
+            return request_cancelled(request_id)
         latency = time.monotonic() - started
         described = redact(_describe_transport_error(exc), self._secret)
         tls = _tls_failure(exc)
         if tls is not None:
-            return TLSError(
-                f"TLS certificate of {self.base_url} not trusted (CERTIFICATE_VERIFY_FAILED: "
-                f"{redact(getattr(tls, 'verify_message', '') or str(tls), self._secret)}); "
-                "hint: set SSL_CERT_FILE to the CA bundle that signs it, or pass verify=<path>",
-                request_id=request_id,
+            why = redact(getattr(tls, "verify_message", "") or str(tls), self._secret)
+            return untrusted_certificate(
+                self.base_url, f"CERTIFICATE_VERIFY_FAILED: {why}", request_id
             )
         log.warning(
             "%s %s failed after %.3fs: %s [%s]", method, path, latency, described, request_id
         )
         if isinstance(exc, httpx.TimeoutException) and scope.remaining() <= 0:
-            return Unavailable(
-                f"{type(exc).__name__}: no complete answer within the {self.timeout_s:g} s "
-                "request deadline",
-                warming=False,
-                request_id=request_id,
-            )
+            return deadline_passed(self.base_url, self.timeout_s, request_id)
         return Unavailable(
             f"gateway unreachable: {described}", warming=False, request_id=request_id
         )

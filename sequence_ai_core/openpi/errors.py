@@ -14,9 +14,12 @@ from ..errors import (
     ConfigurationError,
     InvalidResponse,
     SequencesError,
-    TLSError,
     Unavailable,
+    deadline_passed,
     error_from_response,
+    handle_closed,
+    request_cancelled,
+    untrusted_certificate,
 )
 from ..redaction import redact
 
@@ -66,16 +69,12 @@ def typed_error(exc: BaseException, failure: Failure) -> SequencesError:
     ``KeyboardInterrupt`` and ``SystemExit`` are raised again, not mapped."""
     request_id, url = failure.request_id, failure.url
     if failure.closed:
-        return SequencesError("policy handle is closed", request_id=request_id)
+        return handle_closed(request_id)
     if failure.cancelled:
-        return SequencesError("request aborted by cancel_requests()", request_id=request_id)
+        return request_cancelled(request_id)
     described = redact(f"{type(exc).__name__}: {exc}".strip(), failure.secret)
     if failure.timed_out or isinstance(exc, TimeoutError):
-        return Unavailable(
-            f"no complete answer from {url} within the {failure.timeout_s:g} s request deadline",
-            warming=False,
-            request_id=request_id,
-        )
+        return deadline_passed(url, failure.timeout_s, request_id)
     if isinstance(exc, websockets.exceptions.ConnectionClosed):
         sent, ours_first = exc.sent, exc.rcvd is None or exc.rcvd_then_sent is False
         if sent is not None and ours_first and sent.code in _INVALID_CLOSES:
@@ -98,11 +97,7 @@ def typed_error(exc: BaseException, failure: Failure) -> SequencesError:
     if isinstance(exc, websockets.exceptions.InvalidURI):
         return ConfigurationError(f"not a websocket URL: {url!r}")
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return TLSError(
-            f"TLS certificate of {url} not trusted: {described}; hint: set SSL_CERT_FILE to "
-            "the CA bundle that signs it, or pass verify=<path>",
-            request_id=request_id,
-        )
+        return untrusted_certificate(url, described, request_id)
     if isinstance(exc, websockets.exceptions.InvalidHandshake):
         return InvalidResponse(
             f"openpi server's handshake is invalid: {described}", request_id=request_id
