@@ -60,7 +60,7 @@ Handover = Literal["none", "fade", "extrapolate", "slew", "smooth"]
 HANDOVERS: tuple[Handover, ...] = get_args(Handover)
 #: At the simulator's ``calibrated`` disagreement (10 x 60 s per model, bench/results/
 #: seams.md) only ``slew`` and ``smooth`` kept seams within 1.5x the in-chunk step on all
-#: four catalogue models (p95 1.26-1.36x, against 4.7-11x without a hand-over and 1.45-5.6x
+#: four catalogue models (p95 1.26-1.36x, against 4.7-11x without a hand-over and 1.46-5.6x
 #: for a third-of-a-chunk fade); ``smooth`` with the lower jerk at absolute seams (256x the
 #: in-chunk jerk against 484x; 8545x without). Where chunks agree, nothing changes.
 DEFAULT_HANDOVER: Handover = "smooth"
