@@ -78,7 +78,13 @@ class Played:
         return [k for k, (_, t) in enumerate(self.actions) if t.new_chunk and k > 0]
 
 
-def play(gateway: Scripted, config: EngineConfig, seconds: float) -> Played:
+def play(
+    gateway: Scripted,
+    config: EngineConfig,
+    seconds: float,
+    probe: Callable[[PlaybackEngine, Tick], None] = lambda engine, tick: None,
+) -> Played:
+    """``seconds`` of ticks; ``probe`` sees the engine after each tick that played."""
     ticks: list[tuple[float, Tick]] = []
     chunks: list[FloatArray] = []
     settings = replace(config, expected_covers_s=STEPS / HZ, expected_control_hz=HZ)
@@ -100,6 +106,7 @@ def play(gateway: Scripted, config: EngineConfig, seconds: float) -> Played:
             result = engine.tick(now, observe)
             if result.action is not None:
                 engine.commit()
+                probe(engine, result)
             ticks.append((now, result))
         outcome = engine.outcome(reason="completed", stopped_early=False)
     return Played(ticks, chunks, outcome)

@@ -17,7 +17,7 @@ from engine_clock import Clock
 from seam_rig import STEPS, Scripted, play, ramp
 
 from sequence_ai_core.playback.blends import fade, smooth, steer
-from sequence_ai_core.playback.engine import EngineConfig
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.playback.engine_config import InvalidSetting
 from sequence_ai_core.types import FloatArray, Model
 
@@ -205,3 +205,23 @@ def test_the_catalogue_names_grippers_and_the_setting_adds_trailing_ones() -> No
     assert EngineConfig(gripper_dims=2).with_catalogue(entry).gripper_indices(14) == (6, 12, 13)
     odd = Model("m", "m", "act", "a", "r", 8, 15, 15.0, (), raw={"gripper_dims": "7"})
     assert EngineConfig().with_catalogue(odd).expected_gripper_dims == ()
+
+
+@pytest.mark.parametrize("space", ["joint_absolute", "joint_velocity"])
+def test_the_rest_of_a_chunk_is_previewed_as_it_will_be_sent(space: str) -> None:
+    """What a whole-chunk trajectory output must send: the corrections to come included."""
+    previews: dict[int, FloatArray | None] = {}
+
+    def probe(engine: PlaybackEngine, tick: Tick) -> None:
+        if tick.new_chunk:
+            previews[tick.chunk_seq] = engine.planned_rest(tick.step_index)
+
+    rig = Scripted(Clock(), ramp(alternating(0.1, 0.05)), space=space)
+    run = play(rig, EngineConfig(gripper_dims=1), 5, probe)
+    sent = run.sent()
+    for seam in run.seams()[:-1]:
+        seq = run.actions[seam][1].chunk_seq
+        following = next(k for k, (_, t) in enumerate(run.actions) if t.chunk_seq > seq)
+        preview = previews[seq]
+        assert preview is not None and np.any(preview != run.raw()[seam : seam + len(preview)])
+        np.testing.assert_allclose(preview[: following - seam], sent[seam:following])

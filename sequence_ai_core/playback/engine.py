@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import InvalidRequest, InvalidResponse, SequencesError
-from ..types import ActionChunk, Observation, Prediction
+from ..types import ActionChunk, FloatArray, Observation, Prediction
 from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, Tick
 from .handover import Blender
 from .inflight import InFlight, Request
@@ -158,6 +158,11 @@ class PlaybackEngine:
         """The chunk playing (or last played) and its anchor (monotonic seconds)."""
         playing = self._plan.playing()
         return None if playing is None else (playing.chunk, playing.anchor)
+
+    def planned_rest(self, step_index: int) -> FloatArray | None:
+        """The playing chunk's steps from ``step_index`` (the last tick's) on as they will be
+        sent, hand-over included (for outputs that send the rest of a chunk at once)."""
+        return self._plan.blended_rest(step_index)
 
     @property
     def in_flight(self) -> int:

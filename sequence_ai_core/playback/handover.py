@@ -47,6 +47,7 @@ rest, as it does without a hand-over.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -154,6 +155,28 @@ class Blender:
         if self._integrating and self.debt is not None:
             self.debt += correction
         return correction
+
+    def preview(self, owner: object, index: int, rows: FloatArray) -> FloatArray:
+        """``rows`` (``owner``'s steps from ``index`` on, ``index`` the one just played) as
+        the hand-over under way will send them: for outputs that send the rest of a chunk
+        at once (a whole-chunk joint trajectory). Nothing under way is changed."""
+        out = np.array(rows, dtype=np.float64)
+        last = self._last
+        if owner is not self._owner or last is None or last[0] != index:
+            return out
+        if self._steering is None or self.debt is None:
+            ahead = self._rows[index - self._seam_index :] if self._rows is not None else rows[:0]
+            out[: len(ahead)] += ahead[: len(out)]
+            return out
+        steering, owed = copy.deepcopy(self._steering), self.debt.copy()
+        out[0] += last[1]
+        for row in out[1:]:
+            correction = steering.next(owed)
+            if correction is None:
+                break
+            owed += correction
+            row += correction
+        return out
 
     def _next(self, index: int) -> FloatArray | None:
         if self._steering is not None and self.debt is not None:

@@ -395,6 +395,15 @@ class ChunkPlan:
         """A chunk is waiting for its anchor."""
         return any(p.first_index is None and p.anchor > now for p in self._chunks)
 
+    def blended_rest(self, index: int) -> FloatArray | None:
+        """The playing chunk's steps from ``index`` (the one just played) on, as they will be
+        sent with the hand-over under way (``Blender.preview``); None if nothing plays."""
+        playing = self.playing()
+        if playing is None or not 0 <= index < playing.length:
+            return None
+        rows = np.array(playing.rows[index:], dtype=np.float64)
+        return rows if self._blender is None else self._blender.preview(playing, index, rows)
+
     def playing(self) -> PlannedChunk | None:
         """The chunk that owns the timeline now (it has played at least one step)."""
         started = [p for p in self._chunks if p.first_index is not None]
