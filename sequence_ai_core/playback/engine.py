@@ -34,8 +34,9 @@ from typing import Literal
 import numpy as np
 
 from ..errors import InvalidRequest, InvalidResponse, SequencesError
-from ..types import ActionChunk, Observation, Prediction
+from ..types import ActionChunk, FloatArray, Observation, Prediction
 from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, Tick
+from .handover import Blender
 from .inflight import InFlight, Request
 from .load import LoadMonitor
 from .outcome import RunOutcome
@@ -87,7 +88,10 @@ class PlaybackEngine:
         self.phase: Phase = "waiting"
         self._handed: Handed | None = None
         self._requests = InFlight(source, self.config, executor)
-        self._plan = ChunkPlan(self.config.smooth_seam)
+        blender = Blender(
+            settings.handover, steps=settings.smooth_seam, rate=settings.handover_rate
+        )
+        self._plan = ChunkPlan(blender, settings.gripper_indices)
         self._stats = PlaybackStats()
         self._timing = RefillTiming(self.config.freshness, self.config.max_in_flight)
         self._load = LoadMonitor(self.config.max_in_flight, enabled=self.config.backoff)
@@ -155,6 +159,11 @@ class PlaybackEngine:
         """The chunk playing (or last played) and its anchor (monotonic seconds)."""
         playing = self._plan.playing()
         return None if playing is None else (playing.chunk, playing.anchor)
+
+    def planned_rest(self, step_index: int) -> FloatArray | None:
+        """The playing chunk's steps from ``step_index`` (the last tick's) on as they will be
+        sent, hand-over included (for outputs that send the rest of a chunk at once)."""
+        return self._plan.blended_rest(step_index)
 
     @property
     def in_flight(self) -> int:
@@ -338,20 +347,24 @@ class PlaybackEngine:
         staleness = now - planned.observed_at
         if late:
             self._stats.skipped_late += late
-        self._handed = Handed(now, raw, staleness, planned.period_s, False, True)
+        self._handed = Handed(now, raw, staleness, planned.period_s, False, True, raw, False)
         return Tick(action, "action", planned.seq, index, False, staleness)
 
     def _record(self, now: float, step: PlannedStep) -> Tick:
         planned = step.planned
-        # the plan's steps are checked read-only copies: only a computed ramp needs a check
-        bad = step.ramped and not np.isfinite(step.action).all()
+        # the plan's steps are checked read-only copies: only a computed blend needs a check
+        bad = step.blended and not np.isfinite(step.action).all()
         if bad or step.action.shape != (self.action_dim,):
             raise InvalidResponse("planned action is not finite or has the wrong size")
         staleness = now - planned.observed_at
         self._stats.skipped_stale += step.skipped_stale
         self._stats.skipped_late += step.skipped_late
+        self._stats.arm_index = self._plan.arm_index  # seams are measured without grippers
         self.phase = "playing"
-        self._handed = Handed(now, step.raw, staleness, planned.period_s, step.new_chunk, False)
+        self._handed = Handed(
+            now, step.raw, staleness, planned.period_s, step.new_chunk, False, step.action,
+            step.blended,
+        )  # fmt: skip
         return Tick(step.action, "action", planned.seq, step.index, step.new_chunk, staleness)
 
     # ------------------------------------------------------------------ requests

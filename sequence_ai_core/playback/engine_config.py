@@ -10,6 +10,7 @@ from typing import Any, Literal, NamedTuple, TypeVar, get_args
 
 from ..limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
 from ..types import FloatArray, Model
+from .handover import DEFAULT_HANDOVER, DEFAULT_HANDOVER_RATE, HANDOVERS, Handover
 
 #: Enough to sustain 0.50 s chunks at a 0.79 s refill, with headroom for a p99 of 2x median.
 #: A ceiling, not a target: at the round-trip lag the request rate does not depend on it,
@@ -107,6 +108,7 @@ class EngineConfig:
 
     prefetch: bool = True
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    #: Steps of a ``fade`` or ``extrapolate`` hand-over; 0: a third of a chunk.
     smooth_seam: int = 0
     startup_timeout_s: float = 0.0
     control_hz: float | None = None
@@ -126,6 +128,19 @@ class EngineConfig:
     expected_control_hz: float | None = None
     #: Back off while the gateway queues (one request in flight; see ``load``).
     backoff: bool = True
+    #: How a chunk takes over from the one before (``handover``: ``none``, ``fade``,
+    #: ``extrapolate``, ``slew``, ``smooth``), in every action space. The default was chosen
+    #: by measurement (bench/results/seams.md).
+    handover: Handover = DEFAULT_HANDOVER
+    #: ``slew`` and ``smooth``: the most a hand-over adds to one step, as a fraction of the
+    #: largest in-chunk step of the chunks either side of the seam.
+    handover_rate: float = DEFAULT_HANDOVER_RATE
+    #: Trailing action dimensions that are gripper positions (pi05-droid's 8th): never
+    #: blended, left out of the seam measures. The node's parameter of the same name.
+    gripper_dims: int = 0
+    #: The gripper dimensions the model's catalogue entry names (openpi profiles do), by
+    #: index; excluded as well (``with_catalogue`` fills it).
+    expected_gripper_dims: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         given: object = self.options  # run(options=...) passes anything through
@@ -137,6 +152,7 @@ class EngineConfig:
         _require(fresh in FRESHNESS, "freshness", f"must be one of {FRESHNESS}, got {fresh!r}")
         _require(_count(in_flight, 1), "max_in_flight", f"must be >= 1, got {in_flight}")
         _require(_count(seam, 0), "smooth_seam", f"must be >= 0, got {seam}")
+        self._check_handover()
         startup = self.startup_timeout_s
         ok = math.isfinite(startup) and startup >= 0
         _require(ok, "startup_timeout_s", f"must be >= 0, got {startup}")
@@ -145,6 +161,22 @@ class EngineConfig:
         _require(ok, "expected_covers_s", f"must be positive, got {covers}")
         check_control_hz(self.control_hz)
         check_control_hz(self.expected_control_hz, "expected_control_hz")
+
+    def _check_handover(self) -> None:
+        handover, rate, grippers = self.handover, self.handover_rate, self.gripper_dims
+        _require(handover in HANDOVERS, "handover", f"must be one of {HANDOVERS}, got {handover!r}")
+        ok = not isinstance(rate, bool) and isinstance(rate, (int, float)) and 0 < rate < math.inf
+        _require(ok, "handover_rate", f"must be positive and finite, got {rate!r}")
+        _require(_count(grippers, 0), "gripper_dims", f"must be >= 0, got {grippers}")
+        given = self.expected_gripper_dims
+        ok = all(_count(index, 0) for index in given)
+        _require(ok, "expected_gripper_dims", f"must be indices >= 0, got {given!r}")
+
+    def gripper_indices(self, dim: int) -> tuple[int, ...]:
+        """The gripper dimensions of ``dim``-wide actions: the trailing ``gripper_dims`` and
+        the catalogue's, in order."""
+        trailing = range(max(0, dim - self.gripper_dims), dim)
+        return tuple(sorted({*trailing, *(i for i in self.expected_gripper_dims if i < dim)}))
 
     @property
     def period_s(self) -> float | None:
@@ -168,6 +200,7 @@ class EngineConfig:
             self,
             expected_covers_s=covers if covers is not None else expected_covers_s(model),
             expected_control_hz=hz if hz is not None else expected_control_hz(model),
+            expected_gripper_dims=self.expected_gripper_dims or expected_gripper_dims(model),
         )
 
 
@@ -219,6 +252,17 @@ def expected_covers_s(model: Model) -> float | None:
     seam for chunks shorter than the round trip."""
     covers = model.covers_seconds
     return covers if math.isfinite(covers) and covers > 0 else None
+
+
+def expected_gripper_dims(model: Model) -> tuple[int, ...]:
+    """The gripper dimensions the catalogue entry names (``gripper_dims``, a list of
+    indices, as openpi profiles give them), or none when it names none or names them badly."""
+    named = model.raw.get("gripper_dims")
+    if not isinstance(named, (list, tuple)):
+        return ()
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in named):
+        return ()
+    return tuple(named)
 
 
 def expected_control_hz(model: Model) -> float | None:

@@ -63,6 +63,14 @@ class RunOutcome:
     queued_refills: int = 0
     #: The lowest refill level measured, against which queueing is judged (seconds).
     unloaded_latency_s: float = math.nan
+    #: What the arm was sent at seams, after any hand-over (``max_seam_jump`` is the plan's,
+    #: before it): the largest change between two commands from a seam's first command to
+    #: the step back onto the plan after its hand-over, over all seams and at the 95th
+    #: percentile of seams; gripper dimensions left out, as from ``max_seam_jump``.
+    max_seam_step: float = 0.0
+    seam_step_p95: float = math.nan
+    #: Seams a hand-over corrected (``EngineConfig.handover``).
+    blended_seams: int = 0
 
     def __repr__(self) -> str:
         # A run that stopped says why on the line users print: the class alone is too little.
@@ -98,4 +106,7 @@ class RunOutcome:
         if self.chunks < 2:
             return f"one chunk, no seam ({self.action_space})"
         unit = seam_unit(self.action_space)
-        return f"max seam jump {self.max_seam_jump:.4f} {unit} ({self.action_space})"
+        return (
+            f"max seam jump {self.max_seam_jump:.4f} {unit} ({self.action_space}), "
+            f"{self.max_seam_step:.4f} after hand-over ({self.blended_seams} blended)"
+        )

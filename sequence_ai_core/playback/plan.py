@@ -11,11 +11,16 @@ command) and its round trip becomes the lag; the lag then moves toward the engin
 Every chunk continues one timeline: a newer chunk replaces the older one from its anchor on,
 so a swap never goes back in the plan; a lag change of s seconds moves it s seconds more
 (shrink) or less (growth) than a tick normally does.
+
+Where a newer chunk takes over, the ``handover.Blender`` (if any) corrects the steps played
+from it so that the chunks' disagreement is spread over several steps; ``PlannedStep.raw``
+stays the plan's value (seams are measured on it) and ``action`` is what to send.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +28,7 @@ import numpy as np
 from ..action_spaces import kind_of, names_where, skips_stale
 from ..errors import InvalidResponse
 from ..types import ActionChunk, FloatArray, Prediction
+from .handover import Blender, Seam
 
 #: A tick up to this fraction of a period early still plays the step due: sleeps and timers
 #: overshoot by milliseconds, and a tick landing just before a slot must not replay a step.
@@ -66,6 +72,8 @@ class Prepared:
     rows: list[FloatArray]
     #: The period to play it at (``checked_period``).
     period_s: float
+    #: Per dimension, the largest change between two consecutive steps (hand-over rates).
+    largest_step: FloatArray | None = None
 
 
 def prepare(prediction: Prediction, control_hz: float | None = None) -> Prepared:
@@ -78,7 +86,8 @@ def prepare(prediction: Prediction, control_hz: float | None = None) -> Prepared
     steps = np.array(chunk.steps, dtype=np.float64)
     steps.flags.writeable = False
     period_s = checked_period(chunk, steps, control_hz)
-    return Prepared(prediction, steps, list(steps), period_s)
+    largest = np.max(np.abs(np.diff(steps, axis=0)), axis=0) if len(steps) > 1 else None
+    return Prepared(prediction, steps, list(steps), period_s, largest)
 
 
 def _on_period(time_s: float, period_s: float) -> float:
@@ -96,7 +105,7 @@ class PlannedChunk:
     rows: list[FloatArray]
     first_index: int | None = None
     last_index: int = -1
-    ramp: FloatArray | None = None
+    largest_step: FloatArray | None = None
     #: Plain attributes, not properties: every tick reads them (see ``prepare``).
     length: int = field(init=False)
     skips: bool = field(init=False)
@@ -123,31 +132,41 @@ class PlannedChunk:
 class PlannedStep:
     planned: PlannedChunk
     index: int
-    #: The planned values, before seam smoothing (seams are measured on these).
+    #: The planned values, before any hand-over (seams are measured on these).
     raw: FloatArray
-    #: What to send: ``raw`` plus the remaining seam ramp.
+    #: What to send: ``raw`` plus the hand-over's correction, if one is under way.
     action: FloatArray
     new_chunk: bool
     #: Steps of a newly started chunk that were due before it arrived.
     skipped_stale: int
     #: Steps passed over because this tick came late (more than 3/4 period).
     skipped_late: int
-    #: ``action`` is ``raw`` plus a seam ramp (computed, so checked again before sending).
-    ramped: bool = False
+    #: ``action`` is ``raw`` plus a correction (computed, so checked again before sending).
+    blended: bool = False
 
 
 class ChunkPlan:
-    def __init__(self, smooth_seam: int = 0) -> None:
+    """The timeline. ``blender`` hands over between chunks (None: every step as planned);
+    ``gripper(dim)`` are the dimensions it never touches (``EngineConfig.gripper_indices``)."""
+
+    def __init__(
+        self,
+        blender: Blender | None = None,
+        gripper: Callable[[int], Sequence[int]] = lambda dim: (),
+    ) -> None:
         self.lag_s = 0.0
         #: Seconds the lag moves per chunk in the move under way (signed; 0: settled).
         self._lag_step = 0.0
         #: A tick time the plan was (re)started at: anchors are kept on its period grid.
         self._origin: float | None = None
-        self._smooth_seam = smooth_seam
+        self._blender = blender
+        self._gripper = gripper
+        #: The dimensions that are not grippers (None until the first chunk's width is known).
+        self.arm_index: list[int] | None = None
         self._chunks: list[PlannedChunk] = []
         #: Chunks replaced by a newer one before they played a step.
         self.superseded = 0
-        self._last_sent: FloatArray | None = None
+        self._last_played: PlannedChunk | None = None
 
     def add(
         self,
@@ -180,8 +199,16 @@ class ChunkPlan:
             self._lag_step = 0.0
             anchor = now
         planned = PlannedChunk(
-            prepared.prediction, seq, observed_at, anchor, period_s, prepared.rows
+            prepared.prediction,
+            seq,
+            observed_at,
+            anchor,
+            period_s,
+            prepared.rows,
+            largest_step=prepared.largest_step,
         )
+        if self.arm_index is None:
+            self._resolve(len(prepared.rows[0]))
         if not holding and planned.skips and planned.index_at(now) >= planned.length:
             return None
         self._chunks.append(planned)
@@ -263,6 +290,7 @@ class ChunkPlan:
         if due is None and self._start_waiting(now):
             due = self.due(now)
         if due is None:
+            self._hold()
             return None
         planned, index = due
         raw = planned.rows[index]
@@ -271,32 +299,55 @@ class ChunkPlan:
         if new_chunk:
             planned.first_index = index
             skipped = index if planned.skips else 0
-            last = self._last_sent
-            if last is not None and self._smooths(planned):
-                planned.ramp = last - raw
+            self._hand_over(planned, index)
         else:
             late = max(0, index - planned.last_index - 1)
         planned.last_index = index
+        self._last_played = planned
         action = raw.copy()  # what the caller gets; the plan's copy stays untouched
-        ramped = False
-        if planned.ramp is not None and planned.first_index is not None:
-            done = index - planned.first_index
-            if done < self._smooth_seam:
-                action += planned.ramp * (1.0 - (done + 1) / (self._smooth_seam + 1))
-                ramped = True
-        self._last_sent = action
-        return PlannedStep(planned, index, raw, action, new_chunk, skipped, late, ramped)
+        correction = None if self._blender is None else self._blender.take(planned, index)
+        if correction is not None:
+            action += correction
+        blended = correction is not None
+        return PlannedStep(planned, index, raw, action, new_chunk, skipped, late, blended)
+
+    def _hand_over(self, planned: PlannedChunk, index: int) -> None:
+        """A chunk plays its first step: start the hand-over from the one that played."""
+        previous, blender, arm = self._last_played, self._blender, self.arm_index
+        kind = kind_of(planned.chunk.action_space)
+        if previous is None or blender is None or arm is None or kind is None:
+            return
+        # the step after the last played, not the one due now: a lag move shifts the plan
+        # by a period at a seam (1.7x the in-chunk step on lingbot-va-5b), smoothed too
+        old_index = previous.last_index + 1
+        steps = [p.largest_step for p in (previous, planned) if p.largest_step is not None]
+        reference = max((float(step[arm].max(initial=0.0)) for step in steps), default=0.0)
+        integrating = kind != "absolute"  # velocity and delta values are summed by the arm
+        seam = Seam(planned.rows, index, previous.rows, old_index, reference, integrating)
+        blender.start(seam, planned, previous)
+
+    def _hold(self) -> None:
+        """Nothing to play: the arm holds, and a hand-over under way is dropped with it."""
+        self._last_played = None
+        if self._blender is not None:
+            self._blender.reset()
+
+    def _resolve(self, dim: int) -> None:
+        grippers = {index for index in self._gripper(dim) if 0 <= index < dim}
+        self.arm_index = [index for index in range(dim) if index not in grippers]
+        if self._blender is not None:
+            self._blender.resolve(dim, sorted(grippers))
 
     def steady_until(self) -> float:
-        """Until when the chunk playing keeps the timeline with no seam, no ramp and no
+        """Until when the chunk playing keeps the timeline with no seam, no hand-over and no
         skip decision (absolute and velocity spaces): ticks before it may ``continue_at``.
         Only an arriving chunk changes this."""
         if not self._chunks or not self._chunks[0].skips:
             return -math.inf
         playing = self._chunks[0]
+        blender = self._blender
         if playing.first_index is None or (
-            playing.ramp is not None
-            and playing.last_index - playing.first_index + 1 < self._smooth_seam
+            blender is not None and blender.active(playing, playing.last_index)
         ):
             return -math.inf
         period = playing.period_s
@@ -308,16 +359,14 @@ class ChunkPlan:
     def continue_at(self, now: float) -> tuple[PlannedChunk, int, FloatArray, FloatArray, int]:
         """``take`` for a tick before ``steady_until``: the chunk playing, by time index, as
         (chunk, index, raw, action, skipped late). The common tick, so it does the least:
-        one numpy call, no search, no ramp, and a plain tuple (building a ``PlannedStep``
+        one numpy call, no search, no hand-over, and a plain tuple (building a ``PlannedStep``
         right after a control loop's sleep took 12 µs, bench/results/cold_cache.md)."""
         planned = self._chunks[0]
         index = math.floor((now - planned.anchor) / planned.period_s + DUE_TOLERANCE)
         late = index - planned.last_index - 1
         planned.last_index = index
         raw = planned.rows[index]
-        action = raw.copy()
-        self._last_sent = action
-        return planned, index, raw, action, late if late > 0 else 0
+        return planned, index, raw, raw.copy(), late if late > 0 else 0
 
     def _start_waiting(self, now: float) -> bool:
         """The plan ran out while a chunk waits for its slot: start it now, from its first
@@ -338,10 +387,6 @@ class ChunkPlan:
         first.anchor = now
         return True
 
-    def _smooths(self, planned: PlannedChunk) -> bool:
-        """Ramp out of the last sent action: absolute spaces only, never the first chunk."""
-        return self._smooth_seam > 0 and kind_of(planned.chunk.action_space) == "absolute"
-
     def end(self, now: float) -> float:
         """When the planned steps run out (``now`` if nothing is planned)."""
         return max([now] + [planned.end(now) for planned in self._chunks])
@@ -349,6 +394,15 @@ class ChunkPlan:
     def pending(self, now: float) -> bool:
         """A chunk is waiting for its anchor."""
         return any(p.first_index is None and p.anchor > now for p in self._chunks)
+
+    def blended_rest(self, index: int) -> FloatArray | None:
+        """The playing chunk's steps from ``index`` (the one just played) on, as they will be
+        sent with the hand-over under way (``Blender.preview``); None if nothing plays."""
+        playing = self.playing()
+        if playing is None or not 0 <= index < playing.length:
+            return None
+        rows = np.array(playing.rows[index:], dtype=np.float64)
+        return rows if self._blender is None else self._blender.preview(playing, index, rows)
 
     def playing(self) -> PlannedChunk | None:
         """The chunk that owns the timeline now (it has played at least one step)."""

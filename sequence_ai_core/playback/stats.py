@@ -45,11 +45,14 @@ def sorted_quantile(ordered: Sequence[float], q: float) -> float:
     return float(high - difference * (1 - t) if t >= 0.5 else low + difference * t)
 
 
-def largest_difference(a: FloatArray, b: FloatArray) -> float:
-    """``max |a - b|`` over two vectors of at most ``limits.MAX_ACTION_DIM`` values, in plain
-    Python: on the control thread right after a sleep numpy's took 65 µs, this 27
-    (bench/results/cold_cache.md)."""
-    return max(map(abs, map(operator.sub, a.tolist(), b.tolist())), default=0.0)
+def largest_difference(a: FloatArray, b: FloatArray, index: list[int] | None = None) -> float:
+    """``max |a - b|`` over two vectors of at most ``limits.MAX_ACTION_DIM`` values (over the
+    dimensions in ``index`` only, if given), in plain Python: on the control thread right
+    after a sleep numpy's took 65 µs, this 27 (bench/results/cold_cache.md)."""
+    if index is None:
+        return max(map(abs, map(operator.sub, a.tolist(), b.tolist())), default=0.0)
+    left, right = a.tolist(), b.tolist()
+    return max((abs(left[i] - right[i]) for i in index), default=0.0)
 
 
 class SampleWindow:
@@ -88,7 +91,8 @@ class SampleWindow:
 # times as long to build (timeit: 1.6 against 0.4 µs).
 class Handed(NamedTuple):
     """An action a tick handed out, recorded once it went out (``PlaybackStats.commit``).
-    ``steady``: it continues the chunk playing (no seam, no underrun to close)."""
+    ``steady``: it continues the chunk playing (no seam, no hand-over, no underrun to close).
+    ``action``: what was sent (None: ``raw``); ``blended``: a hand-over corrected it."""
 
     now: float
     raw: FloatArray  # the planned step before any seam blending
@@ -96,10 +100,16 @@ class Handed(NamedTuple):
     period_s: float
     new_chunk: bool
     steady: bool
+    action: FloatArray | None = None
+    blended: bool = False
 
 
 class PlaybackStats:
     """Counts for one episode: commands, underruns, gaps, seams, staleness.
+
+    Seams, gripper dimensions left out (``arm_index``): the *jump* is the planned values'
+    (before any hand-over, DESIGN §4); the *step* is what the arm was sent, the largest
+    change between two commands from a seam's first command to the end of its hand-over.
 
     Time accounting: each command covers one period from its tick. Underrun seconds are the
     time between the first command and the last tick that no command covered; duty cycle is
@@ -121,9 +131,18 @@ class PlaybackStats:
         #: Refill latency: from the tick that observed to the tick that saw the answer.
         self.latency = SampleWindow(window)
         self.first_action_at: float | None = None
+        #: The dimensions seams are measured on (None: all; the engine leaves out grippers).
+        self.arm_index: list[int] | None = None
+        #: Per seam, the largest step sent from it to the end of its hand-over.
+        self.seam_steps = SampleWindow(window)
+        self.max_seam_step = 0.0
+        #: Seams a hand-over corrected.
+        self.blended_seams = 0
         self._last_action_at: float | None = None
         self._last_period = 0.0
         self._last_raw: FloatArray | None = None
+        self._last_sent: FloatArray | None = None
+        self._seam_step: float | None = None  # the seam under way's largest step so far
         self._open_gap_s = 0.0
 
     @property
@@ -131,9 +150,18 @@ class PlaybackStats:
         return self._open_gap_s > 0.0
 
     def action(
-        self, now: float, raw: FloatArray, *, period_s: float, new_chunk: bool, staleness_s: float
+        self,
+        now: float,
+        raw: FloatArray,
+        *,
+        period_s: float,
+        new_chunk: bool,
+        staleness_s: float,
+        sent: FloatArray | None = None,
+        blended: bool = False,
     ) -> None:
-        """A command was issued. ``raw`` is the planned step before any seam blending."""
+        """A command was issued. ``raw`` is the planned step before any seam blending,
+        ``sent`` what went out (None: ``raw``), ``blended`` whether a hand-over made it."""
         if self._last_action_at is None:
             self.first_action_at = now
         else:
@@ -141,17 +169,42 @@ class PlaybackStats:
             self.max_gap_s = max(self.max_gap_s, gap)
             if self.in_underrun:  # scheduling jitter between two commands is not a stall
                 self.underrun_s += max(0.0, gap - self._last_period)
+        sent = raw if sent is None else sent
+        seam = False
         if new_chunk:
             self.chunks_played += 1
             if self._last_raw is not None and self._last_raw.shape == raw.shape:
-                jump = largest_difference(raw, self._last_raw)
+                jump = largest_difference(raw, self._last_raw, self.arm_index)
                 self.max_seam_jump = max(self.max_seam_jump, jump)
+                seam = True
+        self._seam(sent, seam, blended)
         self.actions += 1
         self.staleness.add(staleness_s)
         self._last_action_at = now
         self._last_period = period_s
         self._last_raw = raw
+        self._last_sent = sent
         self._open_gap_s = 0.0
+
+    def _seam(self, sent: FloatArray, seam: bool, blended: bool) -> None:
+        """A seam opens at its first command and stays open while a hand-over blends, up to
+        and with the step back onto the plan."""
+        last = self._last_sent
+        if seam and last is not None:
+            self.close_seam()
+            self._seam_step = largest_difference(sent, last, self.arm_index)
+            self.blended_seams += blended
+        elif self._seam_step is not None and last is not None:
+            self._seam_step = max(self._seam_step, largest_difference(sent, last, self.arm_index))
+            if not blended:
+                self.close_seam()
+
+    def close_seam(self) -> None:
+        """The seam under way (if any) is over: record its largest step."""
+        step, self._seam_step = self._seam_step, None
+        if step is not None:
+            self.seam_steps.add(step)
+            self.max_seam_step = max(self.max_seam_step, step)
 
     def commit(self, handed: Handed) -> None:
         """Record an action that went out (only those count). A command right after another
@@ -164,20 +217,27 @@ class PlaybackStats:
                 period_s=handed.period_s,
                 new_chunk=handed.new_chunk,
                 staleness_s=handed.staleness_s,
+                sent=handed.action,
+                blended=handed.blended,
             )
             return
+        if self._seam_step is not None and self._last_sent is not None:  # back on the plan
+            step = largest_difference(handed.raw, self._last_sent, self.arm_index)
+            self._seam_step = max(self._seam_step, step)
+            self.close_seam()
         now = handed.now
         if now - last > self.max_gap_s:
             self.max_gap_s = now - last
         self.actions += 1
         self.staleness.add(handed.staleness_s)
         self._last_action_at = now
-        self._last_raw = handed.raw
+        self._last_raw = self._last_sent = handed.raw
 
     def underrun(self, now: float) -> float:
         """A tick after the first command with nothing to play; returns the gap so far."""
         if self._last_action_at is None:
             return 0.0
+        self.close_seam()
         if self._open_gap_s == 0.0:
             self.stalls += 1
         self.underruns += 1
@@ -205,6 +265,7 @@ class PlaybackStats:
             "underrun_s": self.underrun_seconds(),
             "max_gap_s": self.max_gap_s,
             "max_seam_jump": self.max_seam_jump,
+            "max_seam_step": self.max_seam_step,
             "duty_cycle": self.duty_cycle(),
             "skipped_stale": self.skipped_stale,
             "skipped_late": self.skipped_late,
@@ -225,6 +286,7 @@ class PlaybackStats:
         requests: int,
         error: BaseException | None,
     ) -> RunOutcome:
+        self.close_seam()
         return RunOutcome(
             actions=self.actions,
             chunks=self.chunks_played,
@@ -247,4 +309,7 @@ class PlaybackStats:
             error=error,
             stalls=self.stalls,
             skipped_late=self.skipped_late,
+            max_seam_step=self.max_seam_step,
+            seam_step_p95=self.seam_steps.quantile(0.95),
+            blended_seams=self.blended_seams,
         )

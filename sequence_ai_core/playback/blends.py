@@ -1,0 +1,137 @@
+"""The shapes of a hand-over's correction, one row per step (``handover`` uses them).
+
+Each takes the correction's starting value per dimension (the *offset*: where the previous
+command stream was heading, minus the new chunk's step) and returns the rows to add to the
+new chunk's steps, ending at zero. ``steer`` also pays back what corrections of a velocity
+or delta command moved the arm, under the same bound on every step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from ..limits import MAX_STEPS
+from ..types import FloatArray
+
+#: No correction lasts longer than this many steps, whatever the offset.
+MAX_BLEND_STEPS = MAX_STEPS
+#: Fixed-length blends (``fade``, ``extrapolate``) last a third of a chunk unless
+#: ``smooth_seam`` says otherwise.
+FIXED_FRACTION = 3
+
+
+def fixed_steps(setting: int, chunk_length: int) -> int:
+    """Steps of a ``fade`` or ``extrapolate``: the setting, else a third of the chunk."""
+    return setting if setting > 0 else max(1, chunk_length // FIXED_FRACTION)
+
+
+def fade(offset: FloatArray, steps: int) -> FloatArray:
+    """``offset`` fading linearly to zero: ``steps`` rows, each ``1/(steps+1)`` less."""
+    weights = 1.0 - np.arange(1, steps + 1, dtype=np.float64) / (steps + 1)
+    result: FloatArray = np.outer(weights, offset).astype(np.float64)
+    return result
+
+
+def crossfade(old: FloatArray, new: FloatArray) -> FloatArray:
+    """The correction that turns ``new`` into a linear cross-fade from ``old`` (same shape:
+    one row per step) to ``new``."""
+    steps = len(old)
+    weights = 1.0 - np.arange(1, steps + 1, dtype=np.float64) / (steps + 1)
+    result: FloatArray = weights[:, None] * (old - new)
+    return result
+
+
+def _transitions(offset: FloatArray, rate: float, per_unit: float) -> int:
+    largest = float(np.max(np.abs(offset)))
+    return min(MAX_BLEND_STEPS, max(1, math.ceil(per_unit * largest / rate - 1e-9)))
+
+
+def slew(offset: FloatArray, rate: float) -> FloatArray:
+    """``offset`` decaying linearly by at most ``rate`` per step (every dimension ends
+    together, so the arm moves along a straight line toward the plan)."""
+    return fade(offset, _transitions(offset, rate, 1.0) - 1)
+
+
+def smooth(offset: FloatArray, rate: float) -> FloatArray:
+    """``offset`` decaying along half a cosine, zero slope at both ends, by at most
+    ``rate`` per step (the cosine's steepest step is pi/2 times a linear one's)."""
+    transitions = _transitions(offset, rate, math.pi / 2)
+    phase = np.arange(1, transitions, dtype=np.float64) / transitions
+    weights = (1.0 + np.cos(math.pi * phase)) / 2.0
+    result: FloatArray = np.outer(weights, offset).astype(np.float64)
+    return result
+
+
+def hump(length: int, shape: Literal["sine", "triangle", "cosine"]) -> FloatArray:
+    """A positive bump over ``length`` steps that sums to 1 (zero just outside both ends)."""
+    position = np.arange(1, length + 1, dtype=np.float64) / (length + 1)
+    if shape == "triangle":
+        bump = np.minimum(position, 1.0 - position)
+    elif shape == "cosine":
+        bump = np.sin(math.pi * position) ** 2
+    else:
+        bump = np.sin(math.pi * position)
+    result: FloatArray = bump / bump.sum()
+    return result
+
+
+def rows_from(rows: Sequence[FloatArray], start: int, count: int) -> FloatArray:
+    """``count`` rows from ``rows[start]`` on; past the end, extrapolated linearly from the
+    last two (a one-row chunk: held)."""
+    last = len(rows) - 1
+    slope = rows[last] - rows[last - 1] if last >= 1 else np.zeros_like(rows[last])
+    out = [rows[i] if i <= last else rows[last] + (i - last) * slope
+           for i in range(start, start + count)]  # fmt: skip
+    return np.array(out, dtype=np.float64)
+
+
+class Steering:
+    """Corrections of a summed command (velocity, delta) steered back to zero together with
+    their running sum, what they moved the arm: a double integrator brought home with no
+    correction more than ``rate`` from the one before. Each step moves (``gain`` of the way,
+    at most ``rate``) toward the largest correction that still stops in time,
+    |e| = sqrt(2 rate |sum|); a dimension that can finish takes the exact last step, so the
+    sum ends at zero. One step per tick (``next``), so a seam costs no loop on the control
+    thread: computed ahead, a long one (139 steps on lingbot-vla-v2-6b) took 2.4 ms there.
+
+    Measured against paying back only after the offset decayed: with a chunk's offset about
+    5x its largest step at 1.5x allowed, every decay was cut short by the next seam before
+    its payback began, and the arm drifted 0.3-0.7 rad off the played plan in 30 s; steered,
+    it stays within the "off plan" figures of bench/results/seams.md."""
+
+    def __init__(self, offset: FloatArray, rate: float, gain: float = 1.0) -> None:
+        self.value = offset.astype(np.float64)
+        self.rate, self.gain = rate, gain
+        self.done = np.zeros(offset.shape, dtype=bool)
+
+    def next(self, owed: FloatArray) -> FloatArray | None:
+        """The next correction, given what all corrections so far sum to (``owed``); None
+        once every dimension is home."""
+        if self.done.all():
+            return None
+        rate, value = self.rate, self.value
+        ahead = owed + value
+        target = -np.sign(ahead) * np.sqrt(2.0 * rate * np.abs(ahead))
+        wanted = np.clip(self.gain * (target - value), -rate, rate)
+        finishing = ~self.done & (np.abs(owed) <= rate) & (np.abs(ahead) <= rate)
+        following: FloatArray = np.where(finishing, -owed, value + wanted)
+        following[self.done] = 0.0
+        self.done |= finishing
+        self.value = following
+        return following
+
+
+def steer(owed: FloatArray, offset: FloatArray, rate: float, gain: float = 1.0) -> FloatArray:
+    """Every row ``Steering`` plays from ``owed`` and ``offset`` (for tests and plots)."""
+    steering, total, rows = Steering(offset, rate, gain), owed.astype(np.float64), []
+    for _ in range(MAX_BLEND_STEPS):
+        row = steering.next(total)
+        if row is None:
+            break
+        total = total + row
+        rows.append(row)
+    return np.array(rows, dtype=np.float64).reshape(len(rows), len(offset))
