@@ -404,6 +404,17 @@ class ChunkPlan:
         rows = np.array(playing.rows[index:], dtype=np.float64)
         return rows if self._blender is None else self._blender.preview(playing, index, rows)
 
+    @property
+    def chunks(self) -> tuple[PlannedChunk, ...]:
+        """The chunks planned, playing and waiting for their slot, oldest observation first
+        (read-only: ``due`` is what advances them)."""
+        return tuple(self._chunks)
+
+    @property
+    def blends(self) -> bool:
+        """Whether a hand-over changes what is sent at a seam (any strategy but ``none``)."""
+        return self._blender is not None
+
     def playing(self) -> PlannedChunk | None:
         """The chunk that owns the timeline now (it has played at least one step)."""
         started = [p for p in self._chunks if p.first_index is not None]

@@ -21,8 +21,9 @@ this request's own chunk. Nothing is planned before the first chunk lands or aft
 underrun with no request in flight: the prefix is then empty and the delay 0, since the
 chunk plays from its first step when it lands and the arm does not move meanwhile (with a
 request in flight, the timeline goes on with its chunk: the delay counts as usual). Steps
-are the plan's own values (before ``smooth_seam``'s ramp), and the prefix assumes ticks on
-time: a late tick skips a step in absolute and velocity spaces, as it does without one.
+are what will be sent, the hand-over under way included (a chunk whose hand-over has not
+started ends the prefix), and the prefix assumes ticks on time: a late tick skips a step in
+absolute and velocity spaces, as it does without one.
 """
 
 from __future__ import annotations
@@ -45,12 +46,10 @@ def planned_prefix(
 ) -> PlannedPrefix:
     """The prefix for a request whose observation is taken at ``now`` (after this tick's
     step was taken from the plan), with ``in_flight`` the requests already out."""
-    # read, never changed: the plan's chunks, oldest observation first (``ChunkPlan.due``);
-    # the plan has no public view of the chunks waiting for their slot, which count here
-    chunks = plan._chunks
     if period_s is None:
         return _NOTHING_PLANNED
-    if not in_flight and _step_at(chunks, now, now, period_s) is None:
+    steps_at = _Steps(plan, now, period_s)
+    if not in_flight and steps_at(now) is None:
         return _NOTHING_PLANNED  # the arm is still: the chunk plays from its first step
     delay = max(0, round(plan.lag_s / period_s))
     known = delay
@@ -59,7 +58,7 @@ def planned_prefix(
         known = min(known, max(0, starts))
     rows: list[FloatArray] = []
     for j in range(known):
-        row = _step_at(chunks, now + j * period_s, now, period_s)
+        row = steps_at(now + j * period_s)
         if row is None:
             break
         rows.append(row)
@@ -68,22 +67,41 @@ def planned_prefix(
     return PlannedPrefix(steps, delay)
 
 
-def _step_at(
-    chunks: Sequence[PlannedChunk], time_s: float, now: float, period_s: float
-) -> FloatArray | None:
-    """The step the plan has due at ``time_s`` (>= ``now``), by ``ChunkPlan.due``'s rule:
-    the newest chunk anchored by then owns it; absolute and velocity spaces index it by
-    time, delta spaces play on from their last step one per tick."""
-    owner = None
-    for planned in chunks:
-        if planned.anchor <= time_s + DUE_TOLERANCE * planned.period_s:
-            owner = planned
-    if owner is None:
-        return None
-    if owner.skips:
-        index = max(0, owner.index_at(time_s))
-    elif owner.first_index is not None:
-        index = owner.last_index + round((time_s - now) / period_s)
-    else:
-        index = max(0, round((time_s - owner.anchor) / period_s))
-    return owner.rows[index] if index < owner.length else None
+class _Steps:
+    """The step that will be sent at a time (>= ``now``), by ``ChunkPlan.due``'s rule: the
+    newest chunk anchored by then owns it; absolute and velocity spaces index it by time,
+    delta spaces play on from their last step one per tick. The playing chunk's steps are
+    the ones the hand-over under way sends (``ChunkPlan.blended_rest``); a chunk that has
+    not started has no hand-over yet, so with one configured the prefix stops at it (what
+    will be sent there is not known, and is not invented)."""
+
+    def __init__(self, plan: ChunkPlan, now: float, period_s: float) -> None:
+        self._chunks: Sequence[PlannedChunk] = plan.chunks
+        self._now, self._period_s = now, period_s
+        self._playing = plan.playing()
+        self._blends = plan.blends
+        start = self._playing.last_index if self._playing is not None else -1
+        self._sent = plan.blended_rest(start) if start >= 0 else None
+        self._start = start
+
+    def __call__(self, time_s: float) -> FloatArray | None:
+        owner = None
+        for planned in self._chunks:
+            if planned.anchor <= time_s + DUE_TOLERANCE * planned.period_s:
+                owner = planned
+        if owner is None:
+            return None
+        if owner.skips:
+            index = max(0, owner.index_at(time_s))
+        elif owner.first_index is not None:
+            index = owner.last_index + round((time_s - self._now) / self._period_s)
+        else:
+            index = max(0, round((time_s - owner.anchor) / self._period_s))
+        if index >= owner.length:
+            return None
+        if owner is self._playing and self._sent is not None and index >= self._start:
+            sent: FloatArray = self._sent[index - self._start]
+            return sent
+        if self._blends and owner.first_index is None:
+            return None
+        return owner.rows[index]
