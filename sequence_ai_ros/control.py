@@ -19,7 +19,7 @@ from sequence_ai_core.action_spaces import kind_of
 from sequence_ai_core.errors import SequencesError
 from sequence_ai_core.playback.engine import PlaybackEngine, Tick
 from sequence_ai_core.playback.episode import Episode, StopReason
-from sequence_ai_core.types import ActionChunk, FloatArray
+from sequence_ai_core.types import FloatArray
 
 from . import conversions as conv
 from . import outputs, safety
@@ -34,8 +34,9 @@ from .params import NodeConfig
 NO_RATE_POLL_S = 0.1
 
 
-#: The chunk playing and its anchor (monotonic seconds), as ``PlaybackEngine.current_chunk``.
-PlayingChunk = tuple[ActionChunk, float]
+#: The rest of the playing chunk from the tick's step on, as it will be sent (the hand-over
+#: included: ``PlaybackEngine.planned_rest``), and its anchor (monotonic seconds).
+PlayingChunk = tuple[FloatArray, float]
 
 
 class DriverHold(Protocol):
@@ -61,6 +62,15 @@ class Step:
 
 def _period(engine: PlaybackEngine) -> float:
     return engine.period_s or NO_RATE_POLL_S
+
+
+def _playing(engine: PlaybackEngine, tick: Tick) -> PlayingChunk | None:
+    """What a chunk trajectory carries: the targets the engine will send from this tick's
+    step on, blended by the hand-over, not the chunk's raw steps (whose seam it smooths)."""
+    current, rest = engine.current_chunk, engine.planned_rest(tick.step_index)
+    if current is None or rest is None:
+        return None
+    return rest, current[1]
 
 
 class Control:
@@ -112,7 +122,10 @@ class Control:
                 return Step(period)
             return Step(period, ends=True, detail=str(stalled), error=stalled)
         space = engine.action_space or ""
-        playing = engine.current_chunk
+        # built only when a chunk trajectory is due: the rest of a chunk is not free per tick
+        sink = self.sink
+        due = sink.streams_chunks and not sink.streamed(tick.chunk_seq)
+        playing = _playing(engine, tick) if due else None
         problem = self.play(
             tick.action,
             space,
@@ -193,8 +206,8 @@ class Control:
         """Publish the rest of the playing chunk when it is new to the controller."""
         if self.sink.streamed(tick.chunk_seq):
             return None  # the controller is already playing this chunk's trajectory
-        chunk, anchor = playing
-        steps = safety.trajectory_steps(chunk.steps[tick.step_index :], action, remaining)
+        rest, anchor = playing
+        steps = safety.trajectory_steps(rest, action, remaining)
         problem = safety.check_trajectory(checks, steps[1:], action)
         if problem:
             return problem

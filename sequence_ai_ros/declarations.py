@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from sequence_ai_core.images import DEFAULT_QUALITY, DEFAULT_SIZE
 from sequence_ai_core.playback.engine_config import FRESHNESS, RunConfig
+from sequence_ai_core.playback.handover import HANDOVERS
 
 from . import diagnostics, outputs
 from .trajectories import TRAJECTORY_MODES
@@ -108,10 +109,25 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         "|".join(FRESHNESS),
     ),
     ParamSpec(
+        "handover",
+        "string",
+        _RUN.handover,
+        "How a chunk takes over from the one before, in every action space (gripper dims "
+        "excluded): smooth (rate-bound), slew, fade, extrapolate, or none.",
+        "|".join(HANDOVERS),
+    ),
+    ParamSpec(
+        "handover_rate",
+        "double",
+        _RUN.handover_rate,
+        "Largest correction a hand-over adds to a step, in the chunk's largest in-chunk steps.",
+        "> 0",
+    ),
+    ParamSpec(
         "smooth_seam",
         "integer",
         _RUN.smooth_seam,
-        "Steps blended at a chunk seam (absolute spaces).",
+        "Steps a fade or extrapolate hand-over lasts (0: a third of a chunk).",
         ">= 0",
     ),
     ParamSpec(

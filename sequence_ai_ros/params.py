@@ -215,9 +215,7 @@ def _gripper(
     return dims, joint, topic
 
 
-def _trajectory(
-    raw: Mapping[str, Any], output_type: str, smooth_seam: int
-) -> tuple[str, bool, bool]:
+def _trajectory(raw: Mapping[str, Any], output_type: str) -> tuple[str, bool, bool]:
     """joint_trajectory output must be accepted by Humble's and Jazzy's default controller,
     or name the controller parameter that makes it acceptable."""
     mode = _choice(raw, "trajectory_mode", TRAJECTORY_MODES)
@@ -232,11 +230,6 @@ def _trajectory(
         "joint_trajectory_controller on Jazzy rejects by default ('Velocity of last trajectory "
         "point ... is not zero'): set allow_nonzero_velocity_at_trajectory_end: true on the "
         "controller and on this node, or trajectory_velocities: false, or trajectory_mode: chunk",
-    )
-    _require(
-        mode != "chunk" or smooth_seam == 0,
-        "smooth_seam",
-        "must be 0 with trajectory_mode=chunk: the controller plays the planned steps as sent",
     )
     return mode, velocities, moving_end
 
@@ -271,9 +264,7 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
     )
     run = _run(raw)
     lower, upper, max_step = _limits(raw)
-    trajectory_mode, trajectory_velocities, moving_end = _trajectory(
-        raw, output_type, run.smooth_seam
-    )
+    trajectory_mode, trajectory_velocities, moving_end = _trajectory(raw, output_type)
     gripper_dims, gripper_joint, gripper_topic = _gripper(raw, joint_names, output_type)
     return NodeConfig(
         model=model,

@@ -67,7 +67,7 @@ def test_the_node_settings_are_the_core_run_config() -> None:
     assert set(params.RUN_PARAMETERS) == {f.name for f in fields(RunConfig)} & {
         spec.name for spec in params.PARAMETERS
     }
-    assert len(params.RUN_PARAMETERS) == 8  # gripper_dims is both the node's and the engine's
+    assert len(params.RUN_PARAMETERS) == 10  # gripper_dims is both the node's and the engine's
     defaults = {spec.name: spec.default for spec in params.PARAMETERS}
     for name in params.RUN_PARAMETERS:
         core = getattr(RunConfig(), name)
@@ -84,6 +84,8 @@ def test_the_node_settings_are_the_core_run_config() -> None:
     [
         ("max_in_flight", 0),
         ("smooth_seam", -1),
+        ("handover", "spline"),
+        ("handover_rate", 0.0),
         ("startup_timeout_s", -1.0),
         ("stall_timeout_s", 0.0),
         ("stall_timeout_s", math.inf),

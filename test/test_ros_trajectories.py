@@ -128,8 +128,12 @@ def test_one_point_per_tick_with_velocities_is_what_jazzy_rejects(types: conv.Me
     assert "allow_nonzero_velocity_at_trajectory_end: true on the controller" in str(info.value)
     raw["allow_nonzero_velocity_at_trajectory_end"] = True
     assert params.parse(raw).trajectory_mode == "point"
-    raw.update(trajectory_mode="chunk", smooth_seam=2)
-    with pytest.raises(params.ParameterError, match="smooth_seam"):
+    # a chunk trajectory carries the hand-over's blended targets (Control.step), so any
+    # hand-over goes with it
+    raw.update(trajectory_mode="chunk", handover="fade", smooth_seam=2)
+    assert params.parse(raw).run.handover == "fade"
+    raw["handover"] = "spline"
+    with pytest.raises(params.ParameterError, match="handover"):
         params.parse(raw)
 
 
