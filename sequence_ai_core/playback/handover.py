@@ -251,4 +251,5 @@ class Blender:
         if not self._integrating:
             return decay
         # a fixed-length blend pays back over its own steps
-        return decay - np.outer(hump(len(decay), "sine"), owed + decay.sum(axis=0))
+        paid: FloatArray = decay - np.outer(hump(len(decay), "sine"), owed + decay.sum(axis=0))
+        return paid

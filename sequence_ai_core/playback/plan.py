@@ -321,7 +321,7 @@ class ChunkPlan:
         # by a period at a seam (1.7x the in-chunk step on lingbot-va-5b), smoothed too
         old_index = previous.last_index + 1
         steps = [p.largest_step for p in (previous, planned) if p.largest_step is not None]
-        reference = max((float(step[arm].max(initial=0.0)) for step in steps), default=0.0)
+        reference = max([0.0, *(float(value) for step in steps for value in step[arm])])
         integrating = kind != "absolute"  # velocity and delta values are summed by the arm
         seam = Seam(planned.rows, index, previous.rows, old_index, reference, integrating)
         blender.start(seam, planned, previous)
