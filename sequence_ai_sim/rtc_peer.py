@@ -32,12 +32,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .disagreement import Spread
 from .openpi_peer import TrajectoryPolicy, lookup, reference
 
 #: A plan: times (n,) to steps (n, dim).
-Plan = Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]]
+# an alias is evaluated at import: numpy 1.21's ndarray cannot be subscripted then, NDArray can
+Plan = Callable[[npt.NDArray[Any]], npt.NDArray[Any]]
 #: Chunks that agree: every answer lies on the reference (or continues the prefix along it).
 AGREEING = Spread()
 PREFIX_KEY = ("prev_chunk_left_over",)
