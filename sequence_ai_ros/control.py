@@ -178,12 +178,14 @@ class Control:
             measured=measured,
             period_s=period_s,
         )
-        if self.sink.streams_chunks and tick is not None and playing is not None:
+        if not self.sink.streams_chunks or tick is None:
+            problem = self.sink.send(command, period_s, self.action_space)
+        elif playing is None:  # the controller already plays this chunk's trajectory
+            problem = None
+        else:
             problem = self._stream(
                 tick, playing, action, space, checks, measured, period_s, remaining
             )
-        else:
-            problem = self.sink.send(command, period_s, self.action_space)
         if problem is None:
             self.last_action = action.copy()
             self._last_positions = command.positions

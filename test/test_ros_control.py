@@ -65,7 +65,9 @@ class Rig:
         model = self.policy.describe()
         self.inputs = InputStore(self.config)
         self.action = Topic()
-        publishers = Publishers(self.action, None, Topic())
+        self.gripper = Topic()
+        gripper = self.gripper if self.config.gripper_topic else None
+        publishers = Publishers(self.action, gripper, Topic())
         output = outputs.get(self.config.output_type)
         types = messages.message_types()
         sink = CommandSink(self.config, output, types, publishers, lambda: 1_800_000_000 * 10**9)
@@ -161,3 +163,16 @@ def test_an_untyped_failure_ends_the_episode_with_its_traceback(rig: Any) -> Non
     step = run.control.step(run.engine, run.episode, run.checks, time.monotonic())
     assert step.ends and step.reason is None and isinstance(step.error, RuntimeError)
     assert "camera driver exploded" in step.detail and "Traceback" in step.trace
+
+
+def test_chunk_trajectories_go_out_once_per_chunk_with_the_blended_targets(rig: Any) -> None:
+    """trajectory_mode chunk: the rest of a chunk goes out once, as the engine will send it
+    (``planned_rest``), and the ticks it covers send nothing more."""
+    run = rig(output_type="joint_trajectory", gripper_topic="gripper", max_actions=20)
+    steps = run.run(300)
+    assert steps[-1].ends and steps[-1].reason == "completed"
+    trajectories = run.action.messages
+    assert 1 <= len(trajectories) < 20  # one per chunk, not one per tick
+    assert sum(len(m.points) for m in trajectories) >= 20
+    first = trajectories[0]
+    assert len(first.points) > 1
