@@ -1,0 +1,78 @@
+"""What a recorded episode holds: every topic, its standard ROS 2 type and what it carries.
+
+One table, read by the writer (``bag``) and by the report (``report``), so the two cannot
+disagree on a name or a field. Every timestamp, the bag's receive time and each header stamp,
+is on one clock: the driver's monotonic clock mapped once, when recording starts, to
+nanoseconds since the epoch (``ros2 bag`` and Foxglove show wall time).
+
+Key-value topics are ``diagnostic_msgs/msg/DiagnosticStatus``: ``name`` says what the record
+is, ``message`` a short text, ``values`` its numbers as text (``KeyValue``), the same way the
+node's ``/diagnostics`` carry numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    msgtype: str
+    #: What one message is.
+    carries: str
+
+
+#: The joint reading sent with each request: ``position`` the observation's joint positions,
+#: ``velocity`` its joint velocities (empty when it had none), ``name`` the joint names when
+#: the driver knows them (else empty). Header stamp: when the tick observed.
+OBSERVATION = Topic(
+    "/observation/joint_states",
+    "sensor_msgs/msg/JointState",
+    "the joint reading sent with a request",
+)
+#: The rest of the request: values ``request`` (the engine's request number, 1-based, shared
+#: with ``CHUNK_INFO``), ``instruction``, ``gripper`` and ``end_effector_pose`` (comma
+#: separated) when the observation had them, ``images`` (the views sent).
+REQUEST = Topic("/observation/request", "diagnostic_msgs/msg/DiagnosticStatus", "one request")
+#: Camera images as sent (JPEG or PNG bytes, ``format`` "jpeg" or "png"), one topic per view
+#: (``IMAGE_PREFIX + view``), rate-limited per view (``RecordConfig.image_hz``); frame_id is
+#: the view. Header stamp: the frame's own capture time when it had one, else the tick's.
+IMAGE_PREFIX = "/observation/image/"
+IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
+#: Each chunk received, as the model sent it (before any hand-over): point *i* is due at
+#: header stamp (the chunk's anchor) + ``time_from_start``. ``positions`` hold the steps for
+#: absolute and delta spaces, ``velocities`` for velocity spaces; ``joint_names`` are
+#: ``a0``, ``a1``, ... (the action's dimensions).
+CHUNK = Topic("/chunk", "trajectory_msgs/msg/JointTrajectory", "one chunk received")
+#: Beside each ``CHUNK`` (same receive time): values ``request``, ``seq`` (the plan's chunk
+#: number), ``request_id`` (the gateway's), ``model``, ``action_space``, ``hz``, ``steps``,
+#: ``latency_s`` (observation to arrival), ``observed_at_s`` and ``anchor_s`` (epoch
+#: seconds, the recording's clock).
+CHUNK_INFO = Topic("/chunk/info", "diagnostic_msgs/msg/DiagnosticStatus", "a chunk's metadata")
+#: Each command played, exactly what reached ``act()`` or a publisher (the blended one):
+#: ``data`` the action, ``layout.dim[0]`` labelled with the action space. Receive time: the
+#: tick that played it.
+COMMAND = Topic("/command", "std_msgs/msg/Float64MultiArray", "one command played")
+#: Every hold: ``message`` the reason (``underrun`` or the episode's stop reason).
+HOLD = Topic("/hold", "diagnostic_msgs/msg/DiagnosticStatus", "one hold")
+#: Engine events, ``name`` one of ``EVENTS``, values as listed there.
+EVENTS_TOPIC = Topic("/events", "diagnostic_msgs/msg/DiagnosticStatus", "one engine event")
+#: The episode's ``RunOutcome`` at its end: ``message`` the reason, one value per field.
+OUTCOME = Topic("/outcome", "diagnostic_msgs/msg/DiagnosticStatus", "the episode's outcome")
+#: The recorder's own account, last in every bag: values ``written``, ``dropped`` (messages
+#: not recorded: queue full, over the cap, or a write that failed) and ``stopped`` (why
+#: recording stopped early, empty if it did not).
+RECORDING = Topic("/recording", "diagnostic_msgs/msg/DiagnosticStatus", "the recorder's counts")
+
+#: Event names on ``EVENTS_TOPIC`` and their values.
+EVENTS = {
+    "underrun": "the plan ran out at this tick (values: none)",
+    "retry": "a request failed and will be retried (values: error, the error's class)",
+    "backoff": "requests in flight cut to one: the gateway queued (values: limit)",
+    "skipped_stale": "steps passed over: their time went by in flight (values: steps)",
+    "skipped_late": "steps passed over: a tick came late (values: steps)",
+    "discarded": "a chunk arrived too late to play any step (values: request)",
+}
+
+TOPICS = (OBSERVATION, REQUEST, CHUNK, CHUNK_INFO, COMMAND, HOLD, EVENTS_TOPIC, OUTCOME, RECORDING)
