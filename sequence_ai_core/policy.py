@@ -7,6 +7,8 @@ import os
 import ssl
 import threading
 from collections import deque
+from dataclasses import replace
+from os import PathLike
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -23,12 +25,15 @@ from .gateway.transport import (
     resolve_base_url,
 )
 from .playback.engine_config import EngineConfig, Freshness, RunConfig, check_control_hz
+from .playback.outcome import RunOutcome
 from .playback.runner import run_policy
 from .playback.source import DriverGuard, PlannedPrefix
+from .recording.config import RecordConfig
 from .types import FloatArray, Model, Observation, Prediction, full_model_id
 
 if TYPE_CHECKING:
     from .openpi.backend import OpenpiBackend
+    from .recording.recorder import FlightRecorder
     from .openpi.profiles import Profile
     from .playback.outcome import RunOutcome
 
@@ -198,6 +203,7 @@ class Policy:
         freshness: Freshness | None = None,
         stall_timeout_s: float | None = None,
         options: Mapping[str, Any] | None = None,
+        record: str | PathLike[str] | RecordConfig | None = None,
     ) -> RunOutcome:
         """Drive ``act`` at the chunk's rate with prefetch, holding on every stop.
 
@@ -205,7 +211,10 @@ class Policy:
         fields document them and hold their defaults: pass ``config=``, or these keywords,
         which win over it (one left None keeps the config's value). Model options (``seed``,
         ``action_horizon``, ...) go in ``options=``; any other keyword is a ``TypeError``.
-        See ``runner.run_policy`` for the rest.
+        ``record`` (a directory, or a ``recording.RecordConfig``) records the episode
+        into a new rosbag2 bag there: what was observed, each chunk, each command ``act``
+        received, every hold and event, and the outcome (``outcome.recording`` is its path).
+        It needs the ``record`` extra (rosbags). See ``runner.run_policy`` for the rest.
         """
         settings = RunConfig.of(config).updated(
             prefetch=prefetch,
@@ -216,17 +225,31 @@ class Policy:
             stall_timeout_s=stall_timeout_s,
             options=options,
         )
-        return run_policy(
-            self,
-            observe,
-            act,
-            max_actions=max_actions,
-            validate=validate,
-            hold=hold,
-            on_chunk=on_chunk,
-            on_underrun=on_underrun,
-            config=settings,
-        )
+        recorder = None if record is None else self._recorder(record)
+        try:
+            outcome = run_policy(
+                self,
+                observe,
+                act,
+                max_actions=max_actions,
+                validate=validate,
+                hold=hold,
+                on_chunk=on_chunk,
+                on_underrun=on_underrun,
+                config=settings,
+                **({} if recorder is None else {"journal": recorder}),
+            )
+        finally:
+            if recorder is not None:
+                recorder.close()
+        if recorder is None:
+            return outcome
+        return replace(outcome, recording=str(recorder.path), recording_dropped=recorder.dropped)
+
+    def _recorder(self, record: str | PathLike[str] | RecordConfig) -> FlightRecorder:
+        from .recording.recorder import FlightRecorder  # the optional ``record`` extra
+
+        return FlightRecorder(RecordConfig.of(record), model=self.model)
 
 
 def connect(

@@ -38,6 +38,7 @@ from ..types import ActionChunk, FloatArray, Observation, Prediction
 from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, Tick
 from .handover import Blender
 from .inflight import InFlight, Request
+from .journal import UNRECORDED, Journal
 from .load import LoadMonitor
 from .outcome import RunOutcome
 from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared
@@ -73,6 +74,7 @@ class PlaybackEngine:
         on_chunk: Callable[[Prediction], None] | None = None,
         on_underrun: Callable[[float], None] | None = None,
         executor: Executor | None = None,
+        journal: Journal | None = None,
     ) -> None:
         settings = (config if config is not None else EngineConfig()).at_rate(source.control_hz)
         source.guard.claim(self)  # before any set-up, after the rate's check: none leaks
@@ -81,6 +83,8 @@ class PlaybackEngine:
         self._clock = clock
         self._on_chunk = on_chunk
         self._on_underrun = on_underrun
+        #: Told what happens (``journal.Journal``): a flight recorder, or nobody.
+        self.journal = journal if journal is not None else UNRECORDED
         self.action_space: str | None = None
         self.action_dim: int | None = None
         #: The period drivers pace by (``EngineConfig.period_s``, then the chunks'), or None.
@@ -278,7 +282,9 @@ class PlaybackEngine:
         latency = now - request.observed_at
         self._timing.add(latency)
         self._stats.latency.add(latency)
+        backoffs = self._load.backoffs
         self._load.refill(latency, prediction.perf, period)
+        self._note_backoff(now, backoffs)
         self._covers_s = len(chunk) * period
         if not holding:  # with few samples the target uses the slowest: safe to start early
             self._plan.adapt_lag(self._lag_target(period), period)
@@ -293,11 +299,20 @@ class PlaybackEngine:
         )
         if planned is None:
             self._discarded += 1
+            self.journal.event(now, "discarded", {"request": request.number})
             return False
         self._seq += 1
+        self.journal.chunk(
+            now, request.number, self._seq, prediction, request.observed_at, planned.anchor,
+            period,
+        )  # fmt: skip
         if self._on_chunk is not None:
             self._on_chunk(prediction)
         return True
+
+    def _note_backoff(self, now: float, backoffs_before: int) -> None:
+        if self._load.backoffs > backoffs_before:
+            self.journal.event(now, "backoff", {"limit": self._load.limit})
 
     def _lag_target(self, period: float) -> float:
         return self._timing.lag_target(period, self._covers_s, self.action_space)
@@ -322,9 +337,12 @@ class PlaybackEngine:
         started = self.phase != "waiting"
         # a chunk accepted earlier in this same harvest has not played yet, but it is a plan
         plan_end = self._plan.end(now) if started or self._seq > 0 else now
+        backoffs = self._load.backoffs
         self._retry.on_failure(
             exc, now, started=started, first_tick_at=self._first_tick_at, plan_end=plan_end
-        )
+        )  # raises the error that ends the episode; returning means it is retried
+        self.journal.event(now, "retry", {"error": type(exc).__name__})
+        self._note_backoff(now, backoffs)
 
     # ------------------------------------------------------------------ playing
 
@@ -333,6 +351,8 @@ class PlaybackEngine:
         if step is None:
             if self.phase == "waiting":
                 return Tick(None, "waiting", 0, -1, False, math.nan)
+            if self.phase != "underrun":
+                self.journal.event(now, "underrun", {})
             self.phase = "underrun"
             gap = self._stats.underrun(now)
             if self._on_underrun is not None:
@@ -347,6 +367,7 @@ class PlaybackEngine:
         staleness = now - planned.observed_at
         if late:
             self._stats.skipped_late += late
+            self.journal.event(now, "skipped_late", {"steps": late})
         self._handed = Handed(now, raw, staleness, planned.period_s, False, True, raw, False)
         return Tick(action, "action", planned.seq, index, False, staleness)
 
@@ -359,6 +380,8 @@ class PlaybackEngine:
         staleness = now - planned.observed_at
         self._stats.skipped_stale += step.skipped_stale
         self._stats.skipped_late += step.skipped_late
+        if step.new_chunk or step.skipped_stale or step.skipped_late:
+            self._journal_step(now, step)
         self._stats.arm_index = self._plan.arm_index  # seams are measured without grippers
         self.phase = "playing"
         self._handed = Handed(
@@ -366,6 +389,15 @@ class PlaybackEngine:
             step.blended,
         )  # fmt: skip
         return Tick(step.action, "action", planned.seq, step.index, step.new_chunk, staleness)
+
+    def _journal_step(self, now: float, step: PlannedStep) -> None:
+        journal = self.journal
+        if step.new_chunk:
+            journal.started(now, step.planned.seq, step.planned.anchor, step.index)
+        if step.skipped_stale:
+            journal.event(now, "skipped_stale", {"steps": step.skipped_stale})
+        if step.skipped_late:
+            journal.event(now, "skipped_late", {"steps": step.skipped_late})
 
     # ------------------------------------------------------------------ requests
 
@@ -380,8 +412,9 @@ class PlaybackEngine:
         planned = None
         if self._requests.wants_planned:  # real-time chunking: what plays while it is out
             planned = planned_prefix(self._plan, self._requests.requests, now, self.period_s)
-        self._requests.start(observation, now, planned)
+        request = self._requests.start(observation, now, planned)
         self._due_at = None
+        self.journal.request(now, request.number, observation)
 
     def _wants_request(self, now: float, playing: bool) -> bool:
         in_flight = len(self._requests)

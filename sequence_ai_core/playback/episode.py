@@ -23,6 +23,7 @@ from typing import Literal, Protocol
 from ..errors import ChunkExhausted, SequencesError, Stalled
 from ..types import Observation
 from .engine_config import DEFAULT_STALL_TIMEOUT_S, TickKind, check_stall_timeout
+from .journal import UNRECORDED, Journal
 from .outcome import RunOutcome
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class Episode:
     (``run()``). The node passes its own ``hold_underrun`` (absolute targets hold by
     themselves), and then every early stop calls ``hold``. ``stall_timeout_s`` has
     ``RunConfig``'s rule and default: no episode holds on an empty plan unbounded.
+    ``journal`` is told of every hold (before it is called) and of the outcome.
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class Episode:
         hold: Callable[[], None] | None = None,
         hold_underrun: Callable[[], None] | None = None,
         stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+        journal: Journal = UNRECORDED,
     ) -> None:
         check_max_actions(max_actions)
         check_stall_timeout(stall_timeout_s)  # the rule and default of RunConfig's field
@@ -74,6 +77,7 @@ class Episode:
         self._hold = hold
         self._hold_underrun = hold_underrun
         self._stall_timeout_s = stall_timeout_s
+        self._journal = journal
         self.actions = 0
         self.detail = ""
         self._held = False  # an underrun hold through ``hold`` is in force
@@ -162,7 +166,9 @@ class Episode:
         self._outcome = outcome if error is None else replace(outcome, error=error)
         self.detail = detail
         if early and not self._held:
+            self._journal.hold(why)
             self._call_hold(error if reason is None else None)
+        self._journal.outcome(self._outcome)
         return self._outcome
 
     def observing(
@@ -184,9 +190,11 @@ class Episode:
 
     def _hold_for_underrun(self) -> None:
         if self._hold_underrun is not None:
+            self._journal.hold("underrun")
             self._hold_underrun()
         elif not self._held:
             self._held = True
+            self._journal.hold("underrun")
             if self._hold is not None:
                 self._hold()
 

@@ -25,6 +25,8 @@ from .source import ChunkSource, PlannedPrefix, takes_planned
 class Request:
     future: Future[Prepared]
     observed_at: float
+    #: 1-based, in the order requests started (a recording names chunks by it).
+    number: int = 0
 
 
 class InFlight:
@@ -55,7 +57,7 @@ class InFlight:
 
     def start(
         self, observation: Observation, now: float, planned: PlannedPrefix | None = None
-    ) -> None:
+    ) -> Request:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 max_workers=self._workers, thread_name_prefix="sequence-ai-refill"
@@ -64,9 +66,11 @@ class InFlight:
         task = functools.partial(self._fetch, planned=planned)
         future = self._executor.submit(task, observation)
         future.add_done_callback(self._note_arrival)
-        self.requests.append(Request(future, now))
-        self.last_start_at = now
         self.started += 1
+        request = Request(future, now, self.started)
+        self.requests.append(request)
+        self.last_start_at = now
+        return request
 
     def done(self) -> list[Request]:
         """The completed requests, oldest first (still listed until ``remove``d)."""

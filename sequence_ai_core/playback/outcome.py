@@ -71,6 +71,10 @@ class RunOutcome:
     seam_step_p95: float = math.nan
     #: Seams a hand-over corrected (``EngineConfig.handover``).
     blended_seams: int = 0
+    #: The episode's bag (``run(record=)``, the node's ``record_dir``), None when not
+    #: recorded, and the messages the recorder dropped (queue full, cap, failed write).
+    recording: str | None = None
+    recording_dropped: int = 0
 
     def __repr__(self) -> str:
         # A run that stopped says why on the line users print: the class alone is too little.
@@ -92,6 +96,8 @@ class RunOutcome:
             f"  {self.requests} requests, {self.retries} retries, {self.skipped_stale} stale "
             f"steps skipped, {self._seam()}",
         ]
+        if self.recording is not None:
+            lines.append(f"  recorded to {self.recording} ({self.recording_dropped} dropped)")
         if self.wasted_requests or self.backoffs or self.busy_answers:
             lines.append(
                 f"  gateway load: {self.wasted_requests} wasted requests, {self.backoffs} "

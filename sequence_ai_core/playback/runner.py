@@ -42,6 +42,7 @@ from ..types import FloatArray, Model, Observation, Prediction
 from .engine import PlaybackEngine, Tick
 from .engine_config import DEFAULT_STALL_TIMEOUT_S, EngineConfig, RunConfig, check_pool
 from .episode import Episode, check_max_actions
+from .journal import UNRECORDED, Journal
 from .outcome import RunOutcome
 from .source import ChunkSource
 from .stops import hold_on_sigterm, interruptible, refusal
@@ -103,6 +104,7 @@ def run_policy(
     on_chunk: Callable[[Prediction], None] | None = None,
     on_underrun: Callable[[float], None] | None = None,
     config: EngineConfig | None = None,
+    journal: Journal = UNRECORDED,
 ) -> RunOutcome:
     """Play ``max_actions`` actions through ``act``, refilling ahead of time.
 
@@ -119,7 +121,8 @@ def run_policy(
     ``/v1/act`` as they are (e.g. ``{"seed": 1}``). The control period is the engine's: from
     ``connect(control_hz=)``, else the config, else the chunks (the catalogue's rate until
     the first arrives); the chunk length is the catalogue's. The handle is held for the
-    whole run: a second thread driving it raises ``SequencesError`` at once.
+    whole run: a second thread driving it raises ``SequencesError`` at once. ``journal``
+    is told what happens (a flight recorder: ``Policy.run(record=)``).
     """
     check_max_actions(max_actions)
     run_config = RunConfig.of(config)  # checked when it was built, before any I/O
@@ -128,7 +131,9 @@ def run_policy(
         _warn_unvalidated()
     run_config = run_config.with_catalogue(_catalogue_entry(policy))
     # the engine takes the one-driver guard: a second driver is refused before any act request
-    engine = PlaybackEngine(policy, run_config, on_chunk=on_chunk, on_underrun=on_underrun)
+    engine = PlaybackEngine(
+        policy, run_config, on_chunk=on_chunk, on_underrun=on_underrun, journal=journal
+    )
 
     def observe_checked() -> Observation | None:
         observation = observe()
@@ -147,6 +152,7 @@ def run_policy(
                 hold=hold,
                 stall_timeout_s=run_config.stall_timeout_s,
                 stop_event=policy.closed_event,
+                journal=journal,
             )
     finally:
         policy.cancel_requests()  # nothing in flight outlives the run
@@ -165,6 +171,7 @@ def drive(
     sleep: Callable[[float], None] = time.sleep,
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     stop_event: threading.Event | None = None,
+    journal: Journal = UNRECORDED,
 ) -> RunOutcome:
     """The paced loop shared by ``run_policy`` and the benchmark baselines.
 
@@ -176,7 +183,10 @@ def drive(
     if stop_event is not None:
         sleep = interruptible(stop_event)
     pacer = _Pacer(clock, sleep)
-    episode = Episode(player, max_actions=max_actions, hold=hold, stall_timeout_s=stall_timeout_s)
+    episode = Episode(
+        player, max_actions=max_actions, hold=hold, stall_timeout_s=stall_timeout_s,
+        journal=journal,
+    )  # fmt: skip
     observe = episode.observing(observe, clock)
     try:
         while True:
@@ -191,6 +201,7 @@ def drive(
                     episode.offer(verdict)  # refused: the episode ends, nothing is sent
                     return episode.outcome
                 act(action)
+                journal.command(now, action)
                 if episode.commit():
                     break
                 pacer.wait(now, player.period_s)
