@@ -7,9 +7,9 @@ import os
 import ssl
 import threading
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from os import PathLike
-from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -33,9 +33,9 @@ from .types import FloatArray, Model, Observation, Prediction, full_model_id
 
 if TYPE_CHECKING:
     from .openpi.backend import OpenpiBackend
-    from .recording.recorder import FlightRecorder
     from .openpi.profiles import Profile
     from .playback.outcome import RunOutcome
+    from .recording.recorder import FlightRecorder
 
 #: URL schemes of openpi policy servers (``openpi.OpenpiBackend``).
 OPENPI_SCHEMES = ("ws://", "wss://")

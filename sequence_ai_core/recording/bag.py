@@ -38,7 +38,12 @@ def load_rosbags() -> Rosbags:
     """rosbags' writer and ROS 2 Humble's typestore; ``ConfigurationError`` without it."""
     try:
         from rosbags.interfaces import (
-            Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime,
+            Qos,
+            QosDurability,
+            QosHistory,
+            QosLiveliness,
+            QosReliability,
+            QosTime,
         )  # fmt: skip
         from rosbags.rosbag2 import StoragePlugin, Writer
         from rosbags.typesys import Stores, get_typestore

@@ -18,14 +18,19 @@ DEFAULT_QUEUE_LIMIT = 4096
 
 @dataclass(frozen=True)
 class RecordConfig:
-    """``directory``: where each episode's bag is created (the directory is made if
-    missing), named by the time the episode starts and the model. ``image_hz``: camera images recorded per second and view, at most (0 records none;
-    the joint reading of every request is always recorded). ``image_max_side``: images
-    larger than this (pixels) are scaled down, off the control thread, and recorded as
-    JPEG; None records them as sent. ``max_bytes`` and ``max_duration_s`` cap one bag: past
-    either, the recorder stops recording messages and counts what it drops (the outcome
-    and the recorder's counts are still written). ``joint_names`` name the observation's
-    joints in the bag (empty: unnamed)."""
+    """How episodes are recorded.
+
+    - ``directory``: where each episode's bag is created (made if missing), named by the
+      time the episode starts and the model.
+    - ``image_hz``: camera images recorded per second and view, at most (0 records none;
+      the joint reading of every request is always recorded).
+    - ``image_max_side``: larger images are scaled down to it (pixels), off the control
+      thread, and recorded as JPEG; None records them as sent.
+    - ``max_bytes``, ``max_duration_s``: one bag's caps. Past either, the recorder stops
+      recording and counts what it drops (the outcome and its counts are still written).
+    - ``queue_limit``: records waiting for the writer before new ones are dropped.
+    - ``joint_names``: the observation's joints, named in the bag (empty: unnamed).
+    """
 
     directory: str | PathLike[str]
     image_hz: float = DEFAULT_IMAGE_HZ

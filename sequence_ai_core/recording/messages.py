@@ -46,7 +46,8 @@ class Messages:
 
     def _array(self, label: str, values: FloatArray) -> object:
         t = self._types
-        dim = t["std_msgs/msg/MultiArrayDimension"](label=label, size=values.size, stride=values.size)
+        size = values.size
+        dim = t["std_msgs/msg/MultiArrayDimension"](label=label, size=size, stride=size)
         layout = t["std_msgs/msg/MultiArrayLayout"](dim=[dim], data_offset=0)
         return t["std_msgs/msg/Float64MultiArray"](layout=layout, data=values)
 
@@ -101,7 +102,8 @@ class Messages:
     ) -> bytes:  # fmt: skip
         """``diagnostic_msgs/msg/DiagnosticStatus``, each value as text."""
         t = self._types
-        pairs = [t["diagnostic_msgs/msg/KeyValue"](key=k, value=_text(v)) for k, v in values.items()]
+        key_value = t["diagnostic_msgs/msg/KeyValue"]
+        pairs = [key_value(key=k, value=_text(v)) for k, v in values.items()]
         status = t[topics.HOLD.msgtype](
             level=level, name=name, message=message, hardware_id=hardware_id, values=pairs
         )

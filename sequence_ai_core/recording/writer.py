@@ -147,7 +147,8 @@ class RecordWriter:
         self, bag: BagFile, topic: topics.Topic, name: str, message: str,
         values: Mapping[str, object], level: int = OK,
     ) -> Message:  # fmt: skip
-        clean = {self._text(k): self._text(v) if isinstance(v, str) else v for k, v in values.items()}
+        text = self._text
+        clean = {text(k): text(v) if isinstance(v, str) else v for k, v in values.items()}
         data = bag.messages.status(self._text(name), self._text(message), clean, level=level)
         return topic.name, topic.msgtype, data
 
@@ -169,7 +170,8 @@ class RecordWriter:
         if proprio.gripper is not None:
             values["gripper"] = float(proprio.gripper)
         if proprio.end_effector_pose is not None:
-            values["end_effector_pose"] = ",".join(repr(float(v)) for v in proprio.end_effector_pose)
+            pose = proprio.end_effector_pose
+            values["end_effector_pose"] = ",".join(repr(float(v)) for v in pose)
         observed = (topics.OBSERVATION.name, topics.OBSERVATION.msgtype, joints)
         return [observed, self._status(bag, topics.REQUEST, "request", "", values)]
 
