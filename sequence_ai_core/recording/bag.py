@@ -93,5 +93,16 @@ class BagFile:
         self._writer.write(connection, stamp_ns, data)
         self.bytes_written += len(data)
 
+    def flush(self) -> None:
+        """Put what was written so far on disk as a complete MCAP chunk: rosbags keeps up
+        to 1 MiB in memory otherwise, which a crash would lose (and a full disk would fail
+        only at the end)."""
+        storage = getattr(self._writer, "storage", None)
+        close_chunk = getattr(storage, "close_chunk", None)
+        if close_chunk is None:
+            return
+        close_chunk()
+        storage.bio.flush()  # type: ignore[union-attr]
+
     def close(self) -> None:
         self._writer.close()

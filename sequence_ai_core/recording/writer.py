@@ -30,6 +30,9 @@ Message = tuple[str, str, bytes]
 #: Records written past the caps.
 FINAL = frozenset({"outcome"})
 NS = 1e9
+#: How often what was written goes to disk (driver seconds): a crash or a full disk then
+#: loses at most this much of an episode.
+FLUSH_S = 1.0
 
 
 class RecordWriter:
@@ -46,6 +49,9 @@ class RecordWriter:
         self._bag: BagFile | None = None
         self._opened = False
         self._first_t: float | None = None
+        self._flushed_t = -math.inf
+        #: Messages written since the last flush: a failed flush loses them.
+        self._unflushed = 0
         self._last_ns = 0
         self._action_space = ""
         self.written = 0
@@ -79,6 +85,8 @@ class RecordWriter:
             return
         for topic, msgtype, data in messages:
             self._put(topic, msgtype, ns, data)
+        if self._unflushed and t - self._flushed_t >= FLUSH_S:
+            self._flush(t)
 
     def finish(self, queue_dropped: int) -> None:
         """The recorder's counts, then the metadata: the bag is complete."""
@@ -95,8 +103,25 @@ class RecordWriter:
         try:
             bag.close()
         except OSError as exc:
-            self._fail(f"cannot finish {self.path}: {exc.strerror or exc}")
+            self._lost(f"cannot finish {self.path}: {exc.strerror or exc}")
         self._bag = None
+
+    def _flush(self, t: float) -> None:
+        self._flushed_t = t
+        if self._bag is None:
+            return
+        try:
+            self._bag.flush()
+        except OSError as exc:
+            self._lost(f"write failed: {exc.strerror or exc}")
+        self._unflushed = 0
+
+    def _lost(self, why: str) -> None:
+        """A flush or the close failed: what it held is dropped, not written."""
+        self.written -= self._unflushed
+        self.dropped += self._unflushed
+        self._unflushed = 0
+        self._fail(why)
 
     # ------------------------------------------------------------------ limits
 
@@ -112,6 +137,7 @@ class RecordWriter:
             self._fail(f"write failed: {exc.strerror or exc}")
             return
         self.written += 1
+        self._unflushed += 1
         self._last_ns = max(self._last_ns, ns)
 
     def _over_cap(self, bag: BagFile, t: float, messages: list[Message]) -> bool:
