@@ -249,7 +249,11 @@ class Policy:
     def _recorder(self, record: str | PathLike[str] | RecordConfig) -> FlightRecorder:
         from .recording.recorder import FlightRecorder  # the optional ``record`` extra
 
-        return FlightRecorder(RecordConfig.of(record), model=self.model)
+        try:
+            views = self.describe().camera_views
+        except SequencesError:
+            views = ()  # the catalogue is unreadable: run() will say so, or do without
+        return FlightRecorder(RecordConfig.of(record), model=self.model, views=views)
 
 
 def connect(

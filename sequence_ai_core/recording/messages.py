@@ -31,6 +31,24 @@ class Messages:
         self._types = typestore.types
         self._command_prefix: dict[tuple[str, int], bytes] = {}
 
+    def warm(self) -> None:
+        """Serialize one of each type: rosbags compiles a type's serializer on first use
+        (7 ms for a DiagnosticStatus), which must not happen during an episode."""
+        empty = np.empty(0, dtype=np.float64)
+        self.joint_state(0, (), empty, empty)
+        self.image(0, "", b"", "jpeg")
+        self.status("", "", {"": ""})
+        self.command(np.zeros(1), "")
+        t = self._types
+        point = t["trajectory_msgs/msg/JointTrajectoryPoint"](
+            positions=empty, velocities=empty, accelerations=empty, effort=empty,
+            time_from_start=self._duration(0),
+        )  # fmt: skip
+        trajectory = t[topics.CHUNK.msgtype](
+            header=self._header(0, ""), joint_names=[], points=[point]
+        )
+        self.serialize(topics.CHUNK.msgtype, trajectory)
+
     def serialize(self, msgtype: str, message: object) -> bytes:
         return bytes(self._store.serialize_cdr(message, msgtype))
 
