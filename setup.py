@@ -97,13 +97,20 @@ setup(
         # of failing the connection, and deprecates connect() outside a with-block: 13-16 are
         # the tested releases.
         "openpi": ["websockets>=13,<17", "msgpack>=1.0"],
+        # The flight recorder writes each episode as a rosbag2 bag (MCAP); the report
+        # (`sequence-ai report BAG`) reads one back and draws it. Imported only when used.
+        "record": ["rosbags>=0.11"],
+        "report": ["rosbags>=0.11", "matplotlib>=3.5"],
         "test": [
             "pytest>=7",
             "pytest-timeout>=2.1",
             "hypothesis>=6.50",
             "mypy>=1.8",
             "ruff>=0.4",
-            "rosbags>=0.9.20",
+            "rosbags>=0.11",
+            # Read recorded bags as other MCAP tools do (the recorder's and report's tests).
+            "mcap>=1.1",
+            "mcap-ros2-support>=0.5",
             "PyYAML>=6",
             "types-PyYAML",
             # The released client this package descends from, run against the simulator as a
