@@ -1,4 +1,4 @@
-"""The report of a recorded episode: the bag read back, counted again, summarised.
+"""The report of a recorded episode: the bag read back, counted again, summarised, drawn.
 
 The bags are written here with rosbags as ``recording.topics`` specifies (``recorded_bags``):
 by hand, with every number known, for each kind of action space; and from the real playback
@@ -234,3 +234,42 @@ def test_an_episode_without_commands_is_summarised(tmp_path: Path) -> None:
     text = summary(episode)
     assert "outcome: raised:AuthError (bad key)" in text and "holds: none" in text
     assert measure(episode).actions == 0
+
+
+# ---------------------------------------------------------------------------- the figure
+
+
+def _png(path: Path) -> tuple[int, int]:
+    from PIL import Image
+
+    assert path.stat().st_size > 20_000
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        return image.size
+
+
+@pytest.mark.parametrize("space", KINDS)
+def test_the_figure_is_one_png_a_screen_wide(space: str, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from sequence_ai_core.recording.plot import plot
+
+    episode = read_episode(known_episode(space).write(tmp_path / "bag"))
+    width, height = _png(plot(episode, tmp_path / "report.png"))
+    assert width >= 1000 and height >= 600
+
+
+def test_the_figure_draws_at_most_eight_dimensions(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from sequence_ai_core.recording.plot import plot
+
+    sizes = []
+    for dims in (8, 12):
+        bag = EpisodeBag((dims - 1,))
+        rows = np.tile(np.arange(10)[:, None] * PERIOD, (1, dims))
+        bag.chunk(0.0, rows, anchor=0.0, space="joint_absolute", request=1, seq=1,
+                  observed_at=0.0)  # fmt: skip
+        for i in range(10):
+            bag.command(i * PERIOD, rows[i], "joint_absolute")
+        episode = read_episode(bag.write(tmp_path / f"bag{dims}"))
+        sizes.append(_png(plot(episode, tmp_path / f"report{dims}.png")))
+    assert sizes[0] == sizes[1]
