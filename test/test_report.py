@@ -1,4 +1,4 @@
-"""The report of a recorded episode: the bag read back, counted again, summarised, drawn.
+"""``sequence-ai report BAG``: a recorded episode read back, counted again, summarised, drawn.
 
 The bags are written here with rosbags as ``recording.topics`` specifies (``recorded_bags``):
 by hand, with every number known, for each kind of action space; and from the real playback
@@ -9,6 +9,8 @@ assertion is about wall time.
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +26,10 @@ from sequence_ai_core.playback.handover import Handover
 from sequence_ai_core.recording.episode_log import read_episode
 from sequence_ai_core.recording.measures import measure
 from sequence_ai_core.recording.summary import summary
+from sequence_ai_core.tools.cli import main
 from sequence_ai_core.types import FloatArray
 
+ROOT = Path(__file__).resolve().parents[1]
 PERIOD = 0.1
 #: One space of each kind: positions, velocities, deltas (played step by step).
 KINDS = ("joint_absolute", "joint_velocity", "ee_delta")
@@ -273,3 +277,83 @@ def test_the_figure_draws_at_most_eight_dimensions(tmp_path: Path) -> None:
         episode = read_episode(bag.write(tmp_path / f"bag{dims}"))
         sizes.append(_png(plot(episode, tmp_path / f"report{dims}.png")))
     assert sizes[0] == sizes[1]
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+def test_the_command_prints_the_summary_and_writes_the_figure_in_the_bag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    bag = known_episode("joint_velocity").write(tmp_path / "bag")
+    assert main(["report", str(bag)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"episode {bag}\n") and f"figure: {bag / 'report.png'}" in out
+    _png(bag / "report.png")
+    (mcap,) = bag.glob("*.mcap")
+    assert main(["report", str(mcap), "-o", str(tmp_path / "elsewhere.png")]) == 0
+    _png(tmp_path / "elsewhere.png")
+    assert main(["report", str(mcap)]) == 0  # beside the .mcap file
+    _png(mcap.with_suffix(".report.png"))
+
+
+def test_no_plot_writes_no_figure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bag = known_episode("ee_delta").write(tmp_path / "bag")
+    assert main(["report", str(bag), "--no-plot"]) == 0
+    assert "commands played" in capsys.readouterr().out
+    assert not (bag / "report.png").exists()
+
+
+@pytest.mark.parametrize("where", ["missing", "plain", "file.txt"])
+def test_a_bad_path_is_one_line_and_exit_1(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "file.txt").write_text("not a bag")
+    assert main(["report", str(tmp_path / where)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("sequence-ai report: ") and str(tmp_path / where) in line
+
+
+def test_a_figure_that_cannot_be_written_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    bag = known_episode("joint_absolute").write(tmp_path / "bag")
+    assert main(["report", str(bag), "-o", str(tmp_path / "no" / "such" / "dir.png")]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("sequence-ai report: cannot write the figure")
+
+
+@pytest.mark.parametrize("missing", ["rosbags", "matplotlib"])
+def test_without_the_report_extra_the_command_says_what_to_install(
+    missing: str, tmp_path: Path
+) -> None:
+    bag = known_episode("joint_absolute").write(tmp_path / "bag")
+    script = (
+        f"import sys; sys.modules[{missing!r}] = None\n"
+        "from sequence_ai_core.tools.cli import main\n"
+        f"sys.exit(main(['report', {str(bag)!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("sequence-ai report: ") and missing in line
+    assert line.endswith("pip install 'sequence-ai-ros[report]'")
+
+
+def test_the_cli_imports_without_the_report_s_dependencies() -> None:
+    script = (
+        "import sys\n"
+        "for name in ('rosbags', 'matplotlib'): sys.modules[name] = None\n"
+        "from sequence_ai_core.tools.cli import main\n"
+        "assert main(['--help']) == 0\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "report" in done.stdout
