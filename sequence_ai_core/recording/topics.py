@@ -48,7 +48,9 @@ CHUNK = Topic("/chunk", "trajectory_msgs/msg/JointTrajectory", "one chunk receiv
 #: Beside each ``CHUNK`` (same receive time): values ``request``, ``seq`` (the plan's chunk
 #: number), ``request_id`` (the gateway's), ``model``, ``action_space``, ``hz``, ``steps``,
 #: ``latency_s`` (observation to arrival), ``observed_at_s`` and ``anchor_s`` (epoch
-#: seconds, the recording's clock).
+#: seconds, the recording's clock), ``gripper_dims`` (the action dimensions that are gripper
+#: positions, ``EngineConfig.gripper_indices``, comma separated; empty: none), which the
+#: outcome's seam measures leave out: the report leaves out the same.
 CHUNK_INFO = Topic("/chunk/info", "diagnostic_msgs/msg/DiagnosticStatus", "a chunk's metadata")
 #: Each command played, exactly what reached ``act()`` or a publisher (the blended one):
 #: ``data`` the action, ``layout.dim[0]`` labelled with the action space. Receive time: the
@@ -72,7 +74,15 @@ EVENTS = {
     "backoff": "requests in flight cut to one: the gateway queued (values: limit)",
     "skipped_stale": "steps passed over: their time went by in flight (values: steps)",
     "skipped_late": "steps passed over: a tick came late (values: steps)",
-    "discarded": "a chunk arrived too late to play any step (values: request)",
+    "discarded": (
+        "a chunk arrived too late to play any step (values: request; latency_s, observation "
+        "to arrival, which the outcome's refill latency counts as well)"
+    ),
+    "started": (
+        "a chunk played its first step (values: seq; step, the index played; anchor_s, the "
+        "anchor it played on in epoch seconds, which moves from the recorded one when the lag "
+        "changed while it waited, or when it started early because the plan ran out)"
+    ),
 }
 
 TOPICS = (OBSERVATION, REQUEST, CHUNK, CHUNK_INFO, COMMAND, HOLD, EVENTS_TOPIC, OUTCOME, RECORDING)

@@ -1,4 +1,4 @@
-"""The ``sequence-ai`` command: models, login, doctor, sim.
+"""The ``sequence-ai`` command: models, login, doctor, sim, report.
 
 Exit codes: 0 success, 1 failure, 2 usage error, 130 interrupted. Every mistake is reported
 as one line on stderr that says what to do, never as a traceback.
@@ -36,12 +36,17 @@ class ServedElsewhere:
     help: str
 
 
-#: Commands served by other packages of this distribution, by name. The simulator depends on
-#: the client, so no client module imports it: this table names the module that serves each
-#: command, as an entry point would, and ``main`` loads it only when the command line names
-#: that command, so every other command works without it.
+#: Commands served by other packages of this distribution, or by modules of an optional
+#: extra, by name. The simulator depends on the client, so no client module imports it; the
+#: report needs the ``report`` extra: this table names the module that serves each command,
+#: as an entry point would, and ``main`` loads it only when the command line names that
+#: command, so every other command works without it.
 SERVED_ELSEWHERE = {
     "sim": ServedElsewhere("sequence_ai_sim.cli", "run the gateway simulator on loopback"),
+    "report": ServedElsewhere(
+        "sequence_ai_core.recording.report_cli",
+        "summarise and plot a recorded episode (a rosbag2 bag; the report extra)",
+    ),
 }
 
 
