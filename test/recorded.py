@@ -47,6 +47,7 @@ def record_episode(
     max_actions: int,
     act: Callable[[FloatArray], None] | None = None,
     instruction: str = "",
+    prefetch: bool | None = None,
 ) -> Episode:
     arm = SimulatedArm(model, image_size=(48, 64))
     name = model if isinstance(model, str) else model.short_id
@@ -73,6 +74,7 @@ def record_episode(
             hold=hold,
             on_chunk=seen.chunks.append,
             record=record,
+            prefetch=prefetch,
         )
     return seen
 

@@ -343,7 +343,7 @@ def test_without_the_report_extra_the_command_says_what_to_install(
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith("sequence-ai report: ") and missing in line
-    assert line.endswith("pip install 'sequence-ai-ros[report]'")
+    assert line.endswith("pip install 'sequence_ai_ros[report]'")
 
 
 def test_the_cli_imports_without_the_report_s_dependencies() -> None:

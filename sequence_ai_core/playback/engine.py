@@ -299,12 +299,13 @@ class PlaybackEngine:
         )
         if planned is None:
             self._discarded += 1
-            self.journal.event(now, "discarded", {"request": request.number})
+            self.journal.event(now, "discarded", {"request": request.number, "latency_s": latency})
             return False
         self._seq += 1
+        grippers = self.config.gripper_indices(chunk.action_dim)
         self.journal.chunk(
             now, request.number, self._seq, prediction, request.observed_at, planned.anchor,
-            period,
+            period, grippers,
         )  # fmt: skip
         if self._on_chunk is not None:
             self._on_chunk(prediction)
@@ -351,8 +352,7 @@ class PlaybackEngine:
         if step is None:
             if self.phase == "waiting":
                 return Tick(None, "waiting", 0, -1, False, math.nan)
-            if self.phase != "underrun":
-                self.journal.event(now, "underrun", {})
+            self.journal.event(now, "underrun", {})
             self.phase = "underrun"
             gap = self._stats.underrun(now)
             if self._on_underrun is not None:

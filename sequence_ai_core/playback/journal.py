@@ -24,12 +24,13 @@ class Journal(Protocol):
 
     def chunk(
         self, now: float, number: int, seq: int, prediction: Prediction, observed_at: float,
-        anchor: float, period_s: float,
+        anchor: float, period_s: float, grippers: tuple[int, ...],
     ) -> None:  # fmt: skip
-        """Request ``number``'s chunk was accepted as the plan's chunk ``seq``."""
+        """Request ``number``'s chunk was accepted as the plan's chunk ``seq``; ``grippers``
+        are its gripper dimensions (which seam measures leave out)."""
 
-    def started(self, now: float, seq: int, anchor: float, index: int) -> None:
-        """Chunk ``seq`` played its first step (``index``), anchored at ``anchor``."""
+    def started(self, now: float, seq: int, anchor: float, step: int) -> None:
+        """Chunk ``seq`` played its first step (``step``), anchored at ``anchor``."""
 
     def event(self, now: float, name: str, values: EventValues) -> None:
         """An engine event (underrun, retry, backoff, skipped steps, a discarded chunk)."""
@@ -53,11 +54,11 @@ class Unrecorded:
 
     def chunk(
         self, now: float, number: int, seq: int, prediction: Prediction, observed_at: float,
-        anchor: float, period_s: float,
+        anchor: float, period_s: float, grippers: tuple[int, ...],
     ) -> None:  # fmt: skip
         pass
 
-    def started(self, now: float, seq: int, anchor: float, index: int) -> None:
+    def started(self, now: float, seq: int, anchor: float, step: int) -> None:
         pass
 
     def event(self, now: float, name: str, values: EventValues) -> None:

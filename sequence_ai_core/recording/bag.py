@@ -18,10 +18,10 @@ from typing import Any, NamedTuple
 from ..errors import ConfigurationError
 from ..types import short_model_id
 from . import topics
+from .extras import needs
 from .messages import Messages
 
 BAG_VERSION = 8
-INSTALL_HINT = "pip install 'sequence_ai_ros[record]' (rosbags)"
 
 
 class Rosbags(NamedTuple):
@@ -49,9 +49,7 @@ def load_rosbags() -> Rosbags:
         from rosbags.rosbag2 import StoragePlugin, Writer
         from rosbags.typesys import Stores, get_typestore
     except ImportError as exc:
-        raise ConfigurationError(
-            f"recording needs {exc.name or 'rosbags'}: {INSTALL_HINT}"
-        ) from None
+        raise ConfigurationError(needs("recording", exc.name or "rosbags", "record")) from None
     infinite = QosTime(sec=2147483647, nsec=4294967295)
     qos = Qos(
         QosHistory.KEEP_LAST, 10, QosReliability.RELIABLE, QosDurability.VOLATILE, infinite,

@@ -103,12 +103,13 @@ class FlightRecorder:
 
     def chunk(
         self, now: float, number: int, seq: int, prediction: Prediction, observed_at: float,
-        anchor: float, period_s: float,
+        anchor: float, period_s: float, grippers: tuple[int, ...],
     ) -> None:  # fmt: skip
-        self._put(("chunk", now, number, seq, prediction, observed_at, anchor, period_s))
+        record = ("chunk", now, number, seq, prediction, observed_at, anchor, period_s, grippers)
+        self._put(record)
 
-    def started(self, now: float, seq: int, anchor: float, index: int) -> None:
-        self._put(("event", now, "started", {"seq": seq, "anchor_s": anchor, "index": index}))
+    def started(self, now: float, seq: int, anchor: float, step: int) -> None:
+        self._put(("event", now, "started", {"seq": seq, "step": step, "anchor_s": anchor}))
 
     def event(self, now: float, name: str, values: EventValues) -> None:
         self._put(("event", now, name, values))

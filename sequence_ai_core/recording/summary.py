@@ -61,7 +61,8 @@ def _rows(unit: str, dims: str) -> list[Row]:
         ("plan age p95", "staleness_p95_s", "staleness_p95_s", _seconds),
         ("stale steps skipped", "skipped_stale", "skipped_stale", _count),
         ("late steps skipped", "skipped_late", "skipped_late", _count),
-        ("elapsed (bag: first to last message)", "elapsed_s", "elapsed_s", _seconds),
+        # not compared: the outcome's runs from the first tick to the stop
+        ("elapsed (bag: first to last message)", "elapsed_s", None, _seconds),
     ]
     return [(label, of(field, show), recorded, show) for label, field, recorded, show in rows]
 
@@ -82,7 +83,12 @@ def summary(episode: RecordedEpisode, measures: Measures | None = None) -> str:
         f"{episode.commands.shape[1]} dims, grippers "
         f"{'unknown' if grippers is None else ', '.join(map(str, grippers)) or 'none'}",
         f"  outcome: {outcome.get('reason', 'none recorded')}"
-        + (f" ({outcome['error']})" if outcome.get("error", "None") not in ("", "None") else ""),
+        + (f" ({outcome['error']})" if outcome.get("error", "None") not in ("", "None") else "")
+        + (
+            f", {_recorded(outcome, 'elapsed_s', _seconds)} from the first tick"
+            if "elapsed_s" in outcome
+            else ""
+        ),
         "  chunk starts: "
         + (
             "as the started events say"

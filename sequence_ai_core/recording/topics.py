@@ -69,7 +69,10 @@ RECORDING = Topic("/recording", "diagnostic_msgs/msg/DiagnosticStatus", "the rec
 
 #: Event names on ``EVENTS_TOPIC`` and their values.
 EVENTS = {
-    "underrun": "the plan ran out at this tick (values: none)",
+    "underrun": (
+        "a tick found nothing to play after the first command, one event a tick, as "
+        "RunOutcome.underruns counts them; a run of them is a stall (values: none)"
+    ),
     "retry": "a request failed and will be retried (values: error, the error's class)",
     "backoff": "requests in flight cut to one: the gateway queued (values: limit)",
     "skipped_stale": "steps passed over: their time went by in flight (values: steps)",

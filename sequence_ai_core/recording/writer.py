@@ -222,7 +222,7 @@ class RecordWriter:
 
     def _chunk(
         self, bag: BagFile, ns: int, number: int, seq: int, prediction: Prediction,
-        observed_at: float, anchor: float, period_s: float,
+        observed_at: float, anchor: float, period_s: float, grippers: tuple[int, ...],
     ) -> list[Message]:  # fmt: skip
         chunk = prediction.action_chunk
         self._action_space = chunk.action_space
@@ -233,6 +233,7 @@ class RecordWriter:
             "model": prediction.model, "action_space": chunk.action_space, "hz": 1.0 / period_s,
             "steps": len(chunk), "latency_s": (ns - observed_ns) / NS,
             "observed_at_s": observed_ns / NS, "anchor_s": self._ns(anchor) / NS,
+            "gripper_dims": ",".join(map(str, grippers)),
         }  # fmt: skip
         info = self._status(bag, topics.CHUNK_INFO, "chunk", "", values)
         return [(topics.CHUNK.name, topics.CHUNK.msgtype, trajectory), info]
