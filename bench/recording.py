@@ -162,12 +162,67 @@ def episode_size(seconds: float) -> tuple[int, int, float]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+#: The continuity benchmark's settings (bench/continuity.py): its refill time and the wider
+#: of its jitters; strategy (a) refills only when the plan is empty, (c) is the engine.
+CONTINUITY_JITTER = 0.3
+COMPARED = ("stalls", "underruns", "chunks", "max_seam_jump", "max_seam_step")
+
+
+def recorded_continuity_run(job: tuple[str, bool, float]) -> dict[str, tuple[float, float]]:
+    """One continuity run recorded, and (outcome, report) for each ``COMPARED`` number."""
+    from sequence_ai_core.recording.episode_log import read_episode
+    from sequence_ai_core.recording.measures import measure
+    from sequence_ai_sim import GatewaySimulator
+
+    from .continuity import MEDIAN_S
+
+    model, prefetch, seconds = job
+    arm = SimulatedArm(model)
+    scratch = Path(tempfile.mkdtemp())
+    try:
+        with GatewaySimulator(
+            api_key=BENCH_KEY, latency_s=MEDIAN_S, jitter=CONTINUITY_JITTER, seed=7
+        ) as sim, connect(
+            model, api_key=BENCH_KEY, base_url=sim.url, allow_insecure_http=True
+        ) as policy:  # fmt: skip
+            outcome = policy.run(
+                arm.observe, arm.act, max_actions=round(seconds * CATALOGUE[model].control_hz),
+                validate=lambda a: True, prefetch=prefetch, record=scratch,
+            )  # fmt: skip
+        assert outcome.recording is not None
+        measures = measure(read_episode(outcome.recording))
+        return {k: (float(getattr(outcome, k)), float(getattr(measures, k))) for k in COMPARED}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def continuity_agreement(seconds: float) -> list[list[str]]:
+    """Every catalogue model, strategies (a) and (c), each run in a process of its own (the
+    two numbers compared come from the same run, so sharing the cores cannot part them)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = [(model, prefetch, seconds) for model in CATALOGUE for prefetch in (False, True)]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=len(jobs), mp_context=context) as pool:
+        results = list(pool.map(recorded_continuity_run, jobs))
+    rows = []
+    for (model, prefetch, _), numbers in zip(jobs, results, strict=True):
+        same = all(abs(a - b) <= 1e-9 for a, b in numbers.values())
+        cells = [f"{a:g} / {b:g}" if k in ("stalls", "underruns", "chunks") else
+                 f"{a:.4f} / {b:.4f}" for k, (a, b) in numbers.items()]  # fmt: skip
+        rows.append([model, "(c) engine" if prefetch else "(a) when empty", *cells,
+                     "yes" if same else "NO"])  # fmt: skip
+    return rows
+
+
 def run(full: bool) -> str:
-    messages, actions, repeats, seconds = (20_000, 500, 5, 60.0) if full else (2_000, 100, 3, 8.0)
+    messages, actions, repeats, seconds = (20_000, 500, 5, 60.0) if full else (2_000, 100, 2, 5.0)
     hz = 50.0
     writers = writer_cost(messages)
     loops = loop_cost(actions, hz, repeats)
     size, images, played = episode_size(seconds)
+    agreement = continuity_agreement(20.0 if full else 4.0)
     per_minute = 60.0 / played
     on, off = loops["recording"], loops["off"]
     lines = [
@@ -233,5 +288,13 @@ def run(full: bool) -> str:
                 ]
             ],
         ),
+        "",
+        "### The report against the outcome, on the continuity benchmark's runs",
+        "",
+        f"Each row one run recorded ({'20' if full else '4'} s, the refill time of "
+        f"bench/continuity.py, jitter {CONTINUITY_JITTER}); each cell the `RunOutcome`'s number "
+        "/ the one `sequence-ai report` counts from the bag's streams.",
+        "",
+        table(["model", "strategy", *COMPARED, "same"], agreement),
     ]
     return "\n".join(lines)
