@@ -157,7 +157,8 @@ class InvalidResponse(SequencesError):
 
 class ChunkExhausted(SequencesError):
     """Nothing to play and no observation to ask with: ``next_action()`` without
-    ``observation=``, or ``run()`` whose ``observe()`` kept returning None."""
+    ``observation=``, or ``run()`` whose ``observe()`` kept returning None for
+    ``stall_timeout_s``."""
 
 
 class Stalled(Unavailable):
