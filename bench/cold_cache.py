@@ -3,9 +3,9 @@
 A control loop sleeps most of each period; when it wakes, what it touches first runs with
 cold caches. Each operation here is timed alone (the caller's thread CPU, ``thread_time``)
 right after a sleep of one 200 Hz period, and again with no sleep before it; the empty row is
-the cost of the timing itself. These are the figures the engine's why-comments and the
-README's control-thread paragraph cite (``Tick`` a tuple, the seam measure in plain Python,
-``time.sleep`` for a control period rather than ``Event.wait``).
+the cost of the timing itself. These are the figures the engine's why-comments and
+docs/performance.md's control-thread section cite (``Tick`` a tuple, the seam measure in
+plain Python, ``time.sleep`` for a control period rather than ``Event.wait``).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import math
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .redaction import redact, redact_parsed
@@ -63,24 +64,27 @@ class SequencesError(Exception):
 
 
 class AuthError(SequencesError):
-    """401: the key is missing or wrong. Retrying will not help."""
+    """The key is missing or wrong; also raised before anything is sent when no key is found
+    anywhere (the message names where it looked). Retrying will not help."""
 
 
 class PermissionDenied(AuthError):
-    """403: the key is valid but may not use this model or endpoint."""
+    """The key is valid but may not use this model or endpoint."""
 
 
 class OutOfCredit(SequencesError):
-    """402: credit or budget exhausted. Stop, hold, top up."""
+    """Credit or budget exhausted. Stop, hold, top up."""
 
 
 class InvalidRequest(SequencesError):
-    """400/404/409/410/413/422: deterministic; the request must change."""
+    """Deterministic: the request must change. Also raised before anything is sent for an
+    observation the model's catalogue entry does not allow (the message names the field)."""
 
 
 class Unavailable(SequencesError):
-    """Transient: 429, 502/503/504, timeouts, connection failures. ``warming`` marks a cold
-    worker, with ``retry_after_s`` the gateway's estimate of the wait."""
+    """Transient: a busy or failing gateway, a connection failure, or no complete answer by
+    the request deadline (``timeout_s``). ``warming`` marks a cold worker, with
+    ``retry_after_s`` the gateway's estimate of the wait."""
 
     def __init__(
         self,
@@ -146,12 +150,15 @@ def cold_start_advice(exc: Unavailable, waited_s: float) -> Unavailable:
 
 
 class InvalidResponse(SequencesError):
-    """A 200 answer that is not a usable chunk. Nothing from it reaches the robot."""
+    """A 200 answer that is not a usable chunk: malformed, over a limit, at a rate or size the
+    catalogue does not list, or out of step with its request. Nothing from it reaches the
+    robot."""
 
 
 class ChunkExhausted(SequencesError):
     """Nothing to play and no observation to ask with: ``next_action()`` without
-    ``observation=``, or ``run()`` whose ``observe()`` kept returning None."""
+    ``observation=``, or ``run()`` whose ``observe()`` kept returning None for
+    ``stall_timeout_s``."""
 
 
 class Stalled(Unavailable):
@@ -160,17 +167,48 @@ class Stalled(Unavailable):
 
 
 class TLSError(SequencesError):
-    """The gateway's certificate was not trusted. Not transient: retrying will not help."""
+    """The server's certificate was not trusted. Not transient: retrying will not help."""
 
 
 class ConfigurationError(SequencesError, ValueError):
-    """A setting this client cannot use (CA bundle, proxy, timeout, credentials file).
-    Also a ``ValueError``, for code that caught the settings errors as such."""
+    """A setting this client cannot use, from ``connect()``: a missing or non-PEM
+    ``SSL_CERT_FILE``, a SOCKS proxy without ``httpx[socks]``, a timeout that is not finite and
+    in (0, 3600] s, a credentials file that is not UTF-8. The message names the setting and
+    never quotes the file. Also a ``ValueError``, for code that caught the settings errors as
+    such."""
 
 
 INVALID_REQUEST_STATUSES = frozenset({400, 404, 409, 410, 413, 422})
 TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
 _CREDIT_CODES = frozenset({"insufficient_credit", "budget_exhausted"})
+_WARMING_CODES = frozenset({"warming", "warming_up"})  # the newer body's code, the older's status
+
+
+@dataclass(frozen=True)
+class StatusRule:
+    """Which error a non-2xx answer becomes: its HTTP status or its body's ``code`` matches
+    (either one; a ``warming`` rule needs both, a 503 whose code says the worker is cold)."""
+
+    error: type[SequencesError]
+    statuses: frozenset[int]
+    codes: frozenset[str] = frozenset()
+    warming: bool = False
+
+    def matches(self, status: int, code: str | None) -> bool:
+        by_status, by_code = status in self.statuses, code in self.codes
+        return (by_status and by_code) if self.warming else (by_status or by_code)
+
+
+#: The one mapping from a gateway answer to its error, read in order: the first rule that
+#: matches decides; an answer no rule matches is a plain ``SequencesError``.
+STATUS_RULES: tuple[StatusRule, ...] = (
+    StatusRule(AuthError, frozenset({401}), frozenset({"unauthenticated"})),
+    StatusRule(PermissionDenied, frozenset({403}), frozenset({"forbidden"})),
+    StatusRule(OutOfCredit, frozenset({402}), _CREDIT_CODES),
+    StatusRule(InvalidRequest, INVALID_REQUEST_STATUSES),
+    StatusRule(Unavailable, frozenset({503}), _WARMING_CODES, warming=True),
+    StatusRule(Unavailable, TRANSIENT_STATUSES),
+)
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -304,19 +342,13 @@ def error_from_response(
         "reason": _outward(info.get("reason"), secret, TOKEN_CHARS),
     }
 
-    if status == 401 or code == "unauthenticated":
-        return AuthError(message, **common)
-    if status == 403 or code == "forbidden":
-        return PermissionDenied(message, **common)
-    if status == 402 or code in _CREDIT_CODES:
-        return OutOfCredit(message, **common)
-    if status in INVALID_REQUEST_STATUSES:
-        return InvalidRequest(message, **common)
-    if status in TRANSIENT_STATUSES:
+    rule = next((rule for rule in STATUS_RULES if rule.matches(status, code)), None)
+    if rule is None:
+        return SequencesError(message, **common)
+    if rule.error is Unavailable:
         retry_after = _seconds(info.get("retry_after_s"))
         if retry_after is None and headers is not None:
             lowered = {str(k).lower(): v for k, v in headers.items()}
             retry_after = parse_retry_after(lowered.get("retry-after"))
-        warming = status == 503 and code in ("warming", "warming_up")
-        return Unavailable(message, warming=warming, retry_after_s=retry_after, **common)
-    return SequencesError(message, **common)
+        return Unavailable(message, warming=rule.warming, retry_after_s=retry_after, **common)
+    return rule.error(message, **common)

@@ -1,4 +1,5 @@
-"""The node's parameters as declared: one table of names, types, defaults and constraints.
+"""The node's parameters as declared: one table of names, types, defaults, constraints and
+meanings, from which docs/node.md's parameter table is generated.
 
 The validation into a typed config is ``params``. Array parameters without a sensible
 default are declared statically typed and unset rather than with ``[]``: rclpy infers
@@ -36,6 +37,10 @@ ParamKind = Literal[
 
 @dataclass(frozen=True)
 class ParamSpec:
+    """One parameter as declared, and as docs/node.md's table shows it: ``description`` and
+    ``constraints`` are also its ROS descriptor (``ros2 param describe``); ``constraints``
+    says what configure accepts (``params``), choices separated by ``|``."""
+
     name: str
     kind: ParamKind
     default: Any  # None: statically typed and unset
@@ -43,25 +48,67 @@ class ParamSpec:
     constraints: str = ""
 
 
+#: The output types whose messages name joints, so that they need joint_names.
+_NAMING_JOINTS = "|".join(name for name in outputs.names() if outputs.get(name).names_joints)
+
 PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("model", "string", "pi05-droid", "Model id, short or full.", "non-empty"),
-    ParamSpec("base_url", "string", "", "Gateway URL; empty = $SEQUENCES_BASE_URL or default."),
+    ParamSpec(
+        "base_url",
+        "string",
+        "",
+        "Gateway URL, or an openpi server's (ws:// or wss://); empty = $SEQUENCES_BASE_URL, "
+        "else the public gateway.",
+        "empty, http(s)://... or ws(s)://...",
+    ),
     ParamSpec(
         "profile",
         "string",
         "",
         "openpi observation profile for a ws:// base_url: droid | aloha | libero (+rtc) | a file.",
+        "required with a ws(s):// base_url, and only then",
     ),
     ParamSpec("allow_insecure_http", "bool", False, "Allow plain http to a non-loopback host."),
     ParamSpec(
-        "control_hz", "double", 0.0, "Playback rate; 0 = the chunk's own rate.", "0 or 1..1000"
+        "control_hz",
+        "double",
+        0.0,
+        "Playback rate in Hz (the rule of connect(control_hz=)); 0 = the chunk's own rate.",
+        "0 or 1..1000",
     ),
-    ParamSpec("joint_names", "string_array", None, "Arm joints read from joint_states, in order."),
-    ParamSpec("camera_views", "string_array", None, "Model camera views, e.g. [exterior_1]."),
-    ParamSpec("camera_topics", "string_array", None, "Image topic per view (same length)."),
-    ParamSpec("camera_encodings", "string_array", None, "raw | compressed per view; unset = raw."),
     ParamSpec(
-        "image_size", "integer_array", list(DEFAULT_SIZE), "Model input size [width, height]."
+        "joint_names",
+        "string_array",
+        None,
+        "Arm joints read from joint_states, in order.",
+        "distinct; one per arm dim (action_dim - gripper_dims); required with output_type "
+        + _NAMING_JOINTS,
+    ),
+    ParamSpec(
+        "camera_views",
+        "string_array",
+        None,
+        "Model camera views, e.g. [exterior_1]; a view of the model without a topic is left "
+        "out of requests (with a warning).",
+        "distinct; each a view of the model",
+    ),
+    ParamSpec(
+        "camera_topics", "string_array", None, "Image topic per view.", "one per camera view"
+    ),
+    ParamSpec(
+        "camera_encodings",
+        "string_array",
+        None,
+        "Image message per view: raw (sensor_msgs/Image) or compressed (CompressedImage); "
+        "unset = all raw.",
+        "|".join(IMAGE_ENCODINGS) + ", one per camera view",
+    ),
+    ParamSpec(
+        "image_size",
+        "integer_array",
+        list(DEFAULT_SIZE),
+        "Model input size [width, height].",
+        "2 values > 0",
     ),
     ParamSpec(
         "jpeg_quality", "integer", DEFAULT_QUALITY, "JPEG quality of uploaded images.", "1..100"
@@ -71,27 +118,31 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         "output_type",
         "string",
         outputs.DEFAULT,
-        "Action message type.",
+        "Action message type (one module each in sequence_ai_ros/outputs/).",
         "|".join(outputs.names()),
     ),
     ParamSpec(
         "trajectory_mode",
         "string",
         "chunk",
-        "joint_trajectory output: the rest of the chunk per message, or one point per tick.",
+        "joint_trajectory output: chunk = the rest of each chunk as one trajectory; point = "
+        "one point per tick.",
         "|".join(TRAJECTORY_MODES),
     ),
     ParamSpec(
         "trajectory_velocities",
         "bool",
         False,
-        "joint_trajectory output: send velocities too (cubic instead of linear interpolation).",
+        "joint_trajectory output: send velocities too (cubic instead of linear interpolation); "
+        "chunk trajectories still end at rest.",
+        "not with trajectory_mode point unless allow_nonzero_velocity_at_trajectory_end",
     ),
     ParamSpec(
         "allow_nonzero_velocity_at_trajectory_end",
         "bool",
         False,
-        "The joint_trajectory_controller has this set (Humble always behaves so; Jazzy: false).",
+        "Set true only if the joint_trajectory_controller has it set (Jazzy's default is false; "
+        "Humble has no such check): needed for point trajectories with velocities on Jazzy.",
     ),
     ParamSpec("max_actions", "integer", 1500, "Actions per episode before it completes.", ">= 1"),
     ParamSpec("autostart", "bool", False, "Start an episode on activate."),
@@ -105,7 +156,8 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         "freshness",
         "string",
         _RUN.freshness,
-        "Plan lag: round trip (request floor) or smallest sustainable (fresh, more requests).",
+        "Plan lag: round_trip = about one request per chunk (the request floor); fresh = the "
+        "smallest sustainable lag, for 1.7-2.7x the requests.",
         "|".join(FRESHNESS),
     ),
     ParamSpec(
@@ -113,7 +165,8 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         "string",
         _RUN.handover,
         "How a chunk takes over from the one before, in every action space (gripper dims "
-        "excluded): smooth (rate-bound), slew, fade, extrapolate, or none.",
+        "excluded): smooth (rate-bound), slew, fade, extrapolate, or none. Chunk trajectories "
+        "carry the blended targets.",
         "|".join(HANDOVERS),
     ),
     ParamSpec(
@@ -134,21 +187,53 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         "startup_timeout_s",
         "double",
         _RUN.startup_timeout_s,
-        "Wait this long for a warming model.",
+        "Seconds to wait for a warming model before the first action; 0 = do not wait.",
         ">= 0",
     ),
     ParamSpec(
         "stall_timeout_s",
         "double",
         _RUN.stall_timeout_s,
-        "An episode whose plan stays empty (the arm held) this long ends (Stalled).",
+        "An episode whose plan stays empty this long (the arm held since it ran out) ends: "
+        "raised:Stalled, one hold, as in run().",
         "> 0",
     ),
-    ParamSpec("max_observation_age_s", "double", 0.5, "Inputs older than this are stale.", "> 0"),
-    ParamSpec("lower_limits", "double_array", None, "Per-dimension lower bound of an action."),
-    ParamSpec("upper_limits", "double_array", None, "Per-dimension upper bound of an action."),
-    ParamSpec("max_step", "double_array", None, "Largest change between actions; 1 or dim values."),
-    ParamSpec("validator", "string", "", "Extra check 'module:function'(action) -> bool."),
+    ParamSpec(
+        "max_observation_age_s",
+        "double",
+        0.5,
+        "Inputs older than this are stale: no request is sent from them, and stale "
+        "joint_states end the episode (stale_input).",
+        "> 0",
+    ),
+    ParamSpec(
+        "lower_limits",
+        "double_array",
+        None,
+        "Per-dimension lower bound of every action.",
+        "finite; action_dim values",
+    ),
+    ParamSpec(
+        "upper_limits",
+        "double_array",
+        None,
+        "Per-dimension upper bound of every action.",
+        "finite; action_dim values, each above lower_limits",
+    ),
+    ParamSpec(
+        "max_step",
+        "double_array",
+        None,
+        "Largest change between consecutive actions, per dimension or one for all.",
+        "1 or action_dim values, each > 0",
+    ),
+    ParamSpec(
+        "validator",
+        "string",
+        "",
+        "Extra check 'package.module:function'(action) -> bool.",
+        "empty or package.module:function",
+    ),
     ParamSpec("hold_service", "string", "", "std_srvs/Trigger service called on every early stop."),
     ParamSpec(
         "hardware_id",
@@ -157,15 +242,31 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         f"Diagnostics hardware id; empty = {diagnostics.hardware_id('', '<model>')}.",
     ),
     ParamSpec(
-        "gripper_dims", "integer", 0, "Trailing action dims that are gripper positions.", ">= 0"
+        "gripper_dims",
+        "integer",
+        0,
+        "Trailing action dims that are gripper positions (never zeroed by a hold).",
+        ">= 0, leaving at least one arm dim",
     ),
-    ParamSpec("gripper_joint", "string", "", "Joint in joint_states giving the gripper state."),
-    ParamSpec("gripper_topic", "string", "", "Publish gripper dims here instead of on action."),
+    ParamSpec(
+        "gripper_joint",
+        "string",
+        "",
+        "Joint in joint_states giving the gripper state.",
+        "not one of joint_names",
+    ),
+    ParamSpec(
+        "gripper_topic",
+        "string",
+        "",
+        "Publish gripper dims here instead of on action.",
+        f"only with gripper_dims > 0; then required with output_type {_NAMING_JOINTS}",
+    ),
     ParamSpec(
         "seam_warn",
         "double",
         diagnostics.SEAM_WARN,
-        "Seam jump above which diagnostics warn.",
+        "Seam jump (action units) above which diagnostics warn.",
         "> 0",
     ),
 )

@@ -19,7 +19,7 @@ from typing import Any
 
 from sequence_ai_sim import CATALOGUE
 
-#: Property-based examples per hostile property (derandomized); the README quotes the total.
+#: Property-based examples per hostile property (derandomized); docs/safety.md quotes the total.
 HOSTILE_EXAMPLES = {"encodings": 60, "echoed_bodies": 120, "validate_verdicts": 40}
 
 

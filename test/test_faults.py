@@ -266,7 +266,7 @@ def test_fault_mid_run(case: Case, harness: dict[str, Any]) -> None:
 
 
 def test_fault_case_count() -> None:
-    """The README quotes this number; keep it honest."""
+    """docs/safety.md quotes this number; keep it honest."""
     assert len(list(cases())) == 85
     json.dumps([p.id for p in cases()])  # ids are plain strings
 

@@ -165,11 +165,11 @@ def test_ubuntu_2204_httpx_is_refused_at_import_in_one_line() -> None:
     assert "AttributeError" not in imported.stderr
 
 
-def test_readme_install_steps_name_the_floors() -> None:
-    """The README's ROS install section states the versions the floor tiers run at."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Install and build") :]
-    section = section[: section.index("\n### ", 4)]
+def test_the_install_steps_name_the_floors() -> None:
+    """The node page's install section states the versions the floor tiers run at."""
+    page = (ROOT / "docs" / "node.md").read_text(encoding="utf-8")
+    section = page[page.index("\n## Install and build\n") :]
+    section = section[: section.index("\n## ", 4)]
     for floor in ("humble", "jazzy"):
         for name in ("numpy", "pillow", "setuptools", "httpx"):
             assert f"{name} {pins(floor)[name]}".lower() in section.lower(), (floor, name)

@@ -3,7 +3,7 @@ a well-formed chunk, a typed ``SequencesError``, or a clear ``ValueError`` raise
 request leaves the machine.
 
 Deterministic (``derandomize=True``, no example database) and modest in size so ``make test``
-stays fast; ``FUZZ_EXAMPLES`` is quoted in the README.
+stays fast; ``FUZZ_EXAMPLES`` is quoted in docs/safety.md.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from sequence_ai_core.types import (
 )
 from sequence_ai_sim import Fault, GatewaySimulator
 
-#: Examples per property; the README quotes the total.
+#: Examples per property; docs/safety.md quotes the total.
 FUZZ_EXAMPLES = {
     "response_bodies": 300,
     "error_bodies": 300,
@@ -308,5 +308,5 @@ def test_error_answers_through_the_simulator(
 
 
 def test_fuzz_example_total() -> None:
-    """The README quotes this total (with test_fuzz_inputs.INPUT_EXAMPLES)."""
+    """docs/safety.md quotes this total (with test_fuzz_inputs.INPUT_EXAMPLES)."""
     assert sum(FUZZ_EXAMPLES.values()) == 720

@@ -88,7 +88,7 @@ def test_pip_install_puts_sequence_ai_on_path(
     helped = _run([str(command), "--help"])
     assert helped.returncode == 0, helped.stderr
     assert "models" in helped.stdout and "sim" in helped.stdout
-    # The import name differs from the distribution name; both must be what the README says.
+    # The import name differs from the distribution name; both must be what docs/python.md says.
     shown = _run([str(stock_venv / "bin" / "python"), "-m", "pip", "show", "sequence_ai_ros"])
     assert shown.returncode == 0 and "Name: sequence" in shown.stdout
     imported = _run([str(stock_venv / "bin" / "python"), "-c", "import sequence_ai_core"])

@@ -1,5 +1,6 @@
-"""The layout holds: the README's tree is the tree, nothing reaches into another object's
-private members across the simulator's modules, and nothing is defined that nothing uses.
+"""The layout holds: the tree in docs/contributing.md is the tree, nothing reaches into
+another object's private members across the simulator's modules, and nothing is defined that
+nothing uses.
 Which way the packages import one another is test_import_graph.py's.
 
 Read from the sources (ast).
@@ -33,13 +34,16 @@ def test_simulator_modules_use_no_other_objects_private_members() -> None:
     assert offenders == []
 
 
+CONTRIBUTING = ROOT / "docs" / "contributing.md"
+
+
 def _layout_block() -> list[str]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Layout\n", 1)[1]
+    page = CONTRIBUTING.read_text(encoding="utf-8")
+    section = page.split("\n## Layout\n", 1)[1]
     return section.split("```\n", 2)[1].splitlines()
 
 
-def test_the_readme_layout_matches_the_tree() -> None:
+def test_the_documented_layout_matches_the_tree() -> None:
     listed: set[str] = set()
     for line in _layout_block():
         paths = line.split("  ", 1)[0].split()
@@ -135,11 +139,12 @@ def test_every_method_of_the_client_and_the_simulator_is_used() -> None:
     assert unused == []
 
 
-def test_the_readme_lists_every_layer_and_shared_module_of_the_client() -> None:
-    """The client's table in the README is its tree: each folder a layer, each top-level
-    module shared by them; nothing listed that is not there, nothing there that is not."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme.split("Inside `sequence_ai_core`", 1)[1].split("```\n", 2)[1]
+def test_the_layout_lists_every_layer_and_shared_module_of_the_client() -> None:
+    """The client's table in docs/contributing.md is its tree: each folder a layer, each
+    top-level module shared by them; nothing listed that is not there, nothing there that is
+    not."""
+    page = CONTRIBUTING.read_text(encoding="utf-8")
+    block = page.split("Inside `sequence_ai_core`", 1)[1].split("```\n", 2)[1]
     listed = {
         name.rstrip("/")
         for line in block.splitlines()

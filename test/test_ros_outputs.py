@@ -291,9 +291,9 @@ def test_only_the_modules_said_to_import_ros_do() -> None:
     assert all(f"``{name}``" in documented for name in ROS_MODULES)
 
 
-def test_the_readme_lists_every_module_of_the_node_package() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme.split("Inside `sequence_ai_ros`", 1)[1].split("```\n", 2)[1]
+def test_the_layout_lists_every_module_of_the_node_package() -> None:
+    page = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    block = page.split("Inside `sequence_ai_ros`", 1)[1].split("```\n", 2)[1]
     rows = [line.split() for line in block.splitlines() if line and not line.startswith(" ")]
     listed = {row[0].rstrip("/") for row in rows}
     marked = {row[0].removesuffix(".py") for row in rows if row[1] == "ROS"}
