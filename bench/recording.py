@@ -168,15 +168,24 @@ CONTINUITY_JITTER = 0.3
 COMPARED = ("stalls", "underruns", "chunks", "max_seam_jump", "max_seam_step")
 
 
-def recorded_continuity_run(job: tuple[str, bool, float]) -> dict[str, tuple[float, float]]:
-    """One continuity run recorded, and (outcome, report) for each ``COMPARED`` number."""
+#: The report of one of those runs, as docs/recording.md shows it (``make bench-full``).
+FIGURE = Path(__file__).resolve().parent / "results" / "report.png"
+FIGURE_RUN = ("lingbot-va-5b", True)
+
+
+def recorded_continuity_run(
+    job: tuple[str, bool, float, bool],
+) -> dict[str, tuple[float, float]]:
+    """One continuity run recorded, and (outcome, report) for each ``COMPARED`` number;
+    with ``figure`` its report's figure is ``FIGURE``."""
     from sequence_ai_core.recording.episode_log import read_episode
     from sequence_ai_core.recording.measures import measure
+    from sequence_ai_core.recording.plot import plot
     from sequence_ai_sim import GatewaySimulator
 
     from .continuity import MEDIAN_S
 
-    model, prefetch, seconds = job
+    model, prefetch, seconds, figure = job
     arm = SimulatedArm(model)
     scratch = Path(tempfile.mkdtemp())
     try:
@@ -190,24 +199,31 @@ def recorded_continuity_run(job: tuple[str, bool, float]) -> dict[str, tuple[flo
                 validate=lambda a: True, prefetch=prefetch, record=scratch,
             )  # fmt: skip
         assert outcome.recording is not None
-        measures = measure(read_episode(outcome.recording))
+        episode = read_episode(outcome.recording)
+        measures = measure(episode)
+        if figure:
+            plot(episode, FIGURE)
         return {k: (float(getattr(outcome, k)), float(getattr(measures, k))) for k in COMPARED}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def continuity_agreement(seconds: float) -> list[list[str]]:
+def continuity_agreement(seconds: float, *, figure: bool) -> list[list[str]]:
     """Every catalogue model, strategies (a) and (c), each run in a process of its own (the
     two numbers compared come from the same run, so sharing the cores cannot part them)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    jobs = [(model, prefetch, seconds) for model in CATALOGUE for prefetch in (False, True)]
+    jobs = [
+        (model, prefetch, seconds, figure and (model, prefetch) == FIGURE_RUN)
+        for model in CATALOGUE
+        for prefetch in (False, True)
+    ]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=len(jobs), mp_context=context) as pool:
         results = list(pool.map(recorded_continuity_run, jobs))
     rows = []
-    for (model, prefetch, _), numbers in zip(jobs, results, strict=True):
+    for (model, prefetch, _, _), numbers in zip(jobs, results, strict=True):
         same = all(abs(a - b) <= 1e-9 for a, b in numbers.values())
         cells = [f"{a:g} / {b:g}" if k in ("stalls", "underruns", "chunks") else
                  f"{a:.4f} / {b:.4f}" for k, (a, b) in numbers.items()]  # fmt: skip
@@ -222,7 +238,7 @@ def run(full: bool) -> str:
     writers = writer_cost(messages)
     loops = loop_cost(actions, hz, repeats)
     size, images, played = episode_size(seconds)
-    agreement = continuity_agreement(20.0 if full else 4.0)
+    agreement = continuity_agreement(20.0 if full else 4.0, figure=full)
     per_minute = 60.0 / played
     on, off = loops["recording"], loops["off"]
     lines = [

@@ -9,7 +9,9 @@ A generated table sits in a page between ``<!-- generated: NAME -->`` and
   and kept from one run to the next;
 - ``cli``: the ``sequence-ai`` command, from its argparse parser
   (``sequence_ai_core/tools/cli.py``), with the commands other packages serve (``sim``) loaded
-  by module name as the command loads them.
+  by module name as the command loads them;
+- ``recording-topics``: what a recorded episode holds, from
+  ``sequence_ai_core/recording/topics.py``.
 
 Run from the repository root::
 
@@ -246,12 +248,33 @@ def cli_usage(_old: str) -> str:
     return "\n".join(parts)
 
 
+# ---------------------------------------------------------------- recording-topics
+
+
+def recording_topics(_old: str) -> str:
+    """Every topic of a recorded episode and every engine event, from
+    ``sequence_ai_core/recording/topics.py``."""
+    from sequence_ai_core.recording import topics
+
+    rows = [[_code(t.name), _code(t.msgtype), _cell(t.carries)] for t in topics.TOPICS]
+    rows.insert(
+        1, [_code(topics.IMAGE_PREFIX + "<view>"), _code(topics.IMAGE_TYPE), "a camera image sent"]
+    )
+    events = [[_code(name), _cell(meaning)] for name, meaning in topics.EVENTS.items()]
+    return (
+        _table(["topic", "type", "one message is"], rows)
+        + "\n"
+        + _table([f"event on {_code(topics.EVENTS_TOPIC.name)}", "meaning"], events)
+    )
+
+
 # ---------------------------------------------------------------- pages
 
 GENERATORS: dict[str, Callable[[str], str]] = {
     "node-parameters": node_parameters,
     "errors": error_table,
     "cli": cli_usage,
+    "recording-topics": recording_topics,
 }
 
 

@@ -64,6 +64,7 @@ def test_each_generated_table_is_on_its_page() -> None:
         "docs/cli.md": ["cli"],
         "docs/errors.md": ["errors"],
         "docs/node.md": ["node-parameters"],
+        "docs/recording.md": ["recording-topics"],
     }
 
 
@@ -226,11 +227,9 @@ def test_the_controller_table_is_the_same_in_the_readme_and_its_page() -> None:
 
 
 def test_the_docs_index_lists_every_page() -> None:
-    index = (DOCS / "README.md").read_text(encoding="utf-8")
     listed = {target.partition("#")[0] for target in links(DOCS / "README.md")}
     pages = {page.name for page in DOCS.glob("*.md")} - {"README.md"}
     assert pages <= listed
-    assert "recording.md" in index  # its place, for the page still to come
 
 
 # ---------------------------------------------------------------- what the node page lists

@@ -178,8 +178,12 @@ class RecordWriter:
     # ------------------------------------------------------------------ records
 
     def _convert(self, bag: BagFile, kind: str, ns: int, fields: tuple[Any, ...]) -> list[Message]:
-        converter: Callable[..., list[Message]] = getattr(self, f"_{kind}")
-        return converter(bag, ns, *fields)
+        converters: dict[str, Callable[..., list[Message]]] = {
+            "request": self._request, "image": self._image, "chunk": self._chunk,
+            "event": self._event, "command": self._command, "hold": self._hold,
+            "outcome": self._outcome,
+        }  # fmt: skip
+        return converters[kind](bag, ns, *fields)
 
     def _status(
         self, bag: BagFile, topic: topics.Topic, name: str, message: str,
