@@ -141,6 +141,17 @@ class Control:
         )
         if not episode.offer(problem):  # refused: nothing went out
             return Step(period, ends=True, reason="validate", detail=problem or "")
+        # It went out: the journal (the episode's recorder, if any) records the command
+        # played at this tick, as Policy.run()'s driver does after act(), in the action
+        # space's units (command_from_action made the published values from it): the action
+        # the engine handed out, hand-over blend included. A chunk trajectory carries many
+        # ticks' steps in one message, and at each tick the controller plays the point made
+        # from that tick's step: the tick records that step as the trajectory carries it
+        # (the engine's blended rest when it was sent; the first is the action of the tick
+        # that sent it), on the ticks that publish nothing too. So there is one command per
+        # action the episode counts, whatever the output type.
+        sent = self.trajectory_step(tick) if sink.streams_chunks else None
+        engine.journal.command(now, tick.action if sent is None else sent)
         if episode.commit():
             return Step(period, ends=True, reason="completed")
         return Step(period)

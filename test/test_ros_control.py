@@ -21,6 +21,7 @@ from sequence_ai_core.policy import Policy, connect
 from sequence_ai_ros import outputs, params
 from sequence_ai_ros.command_sink import CommandSink, Publishers
 from sequence_ai_ros.control import Control, Step
+from sequence_ai_ros.episode_recording import EpisodeRecordings
 from sequence_ai_ros.inputs import InputStore, RawImage
 from sequence_ai_ros.safety import checks_from_config
 from sequence_ai_sim import GatewaySimulator
@@ -50,7 +51,8 @@ class Driver:
 
 
 class Rig:
-    """A control step wired as the node wires it, on the simulator at ``sim.url``."""
+    """A control step wired as the node wires it, on the simulator at ``sim.url``: the engine
+    and its journal (a recorder when ``record_dir`` is set) from ``EpisodeRecordings``."""
 
     def __init__(self, sim: GatewaySimulator, **changes: Any) -> None:
         values = {spec.name: spec.default for spec in params.PARAMETERS}
@@ -74,12 +76,17 @@ class Rig:
         self.driver = Driver()
         self.control = Control(self.config, self.inputs, sink, self.driver)
         self.checks = checks_from_config(self.config, model.action_dim)
-        self.engine = PlaybackEngine(self.policy, self.config.run.with_catalogue(model))
+        self.warnings: list[str] = []
+        self.recordings = EpisodeRecordings(self.warnings.append)
+        self.recordings.configure(self.config.record)
+        settings = self.config.run.with_catalogue(model)
+        self.engine: PlaybackEngine = self.recordings.engine(self.policy, settings)
         self.episode = Episode(
             self.engine,
             max_actions=self.config.max_actions,
             hold=lambda: self.control.hold(early=True),
             hold_underrun=self.control.hold_underrun,
+            journal=self.engine.journal,
         )
         self.control.begin_episode()
         self.feed()
@@ -106,6 +113,7 @@ class Rig:
     def close(self) -> None:
         self.engine.close(wait=False)
         self.policy.close()
+        self.recordings.close()
 
 
 @pytest.fixture
