@@ -91,12 +91,16 @@ class Control:
         self.period_s = 0.0
         self.holds = 0  # holds for early stops (each also calls the hold service)
         self._underrun_held = False
+        #: The chunk trajectory sent last: its chunk, the step it starts at and its steps as
+        #: sent (action-space units); in force while the sink says the chunk is streamed.
+        self._trajectory: tuple[int, int, FloatArray] | None = None
 
     def begin_episode(self) -> None:
         self.last_action = None
         self._last_positions = None
         self.action_space = ""
         self._underrun_held = False
+        self._trajectory = None
         self.sink.reset()
 
     # ------------------------------------------------------------------ the tick
@@ -124,7 +128,7 @@ class Control:
         space = engine.action_space or ""
         # built only when a chunk trajectory is due: the rest of a chunk is not free per tick
         sink = self.sink
-        due = sink.streams_chunks and not sink.streamed(tick.chunk_seq)
+        due = sink.streams_chunks and self.trajectory_step(tick) is None
         playing = _playing(engine, tick) if due else None
         problem = self.play(
             tick.action,
@@ -137,6 +141,17 @@ class Control:
         )
         if not episode.offer(problem):  # refused: nothing went out
             return Step(period, ends=True, reason="validate", detail=problem or "")
+        # It went out: the journal (the episode's recorder, if any) records the command
+        # played at this tick, as Policy.run()'s driver does after act(), in the action
+        # space's units (command_from_action made the published values from it): the action
+        # the engine handed out, hand-over blend included. A chunk trajectory carries many
+        # ticks' steps in one message, and at each tick the controller plays the point made
+        # from that tick's step: the tick records that step as the trajectory carries it
+        # (the engine's blended rest when it was sent; the first is the action of the tick
+        # that sent it), on the ticks that publish nothing too. So there is one command per
+        # action the episode counts, whatever the output type.
+        sent = self.trajectory_step(tick) if sink.streams_chunks else None
+        engine.journal.command(now, tick.action if sent is None else sent)
         if episode.commit():
             return Step(period, ends=True, reason="completed")
         return Step(period)
@@ -156,7 +171,8 @@ class Control:
         ``trajectory_mode=chunk`` the rest of the ``playing`` chunk (the engine's
         ``current_chunk``, from the ``tick``'s step on) goes out once, as one trajectory, each
         step checked like a single action first, and no more of them than the ``remaining``
-        actions of the episode (this one included)."""
+        actions of the episode (this one included); again from a later step only if the
+        trajectory sent ends before it (``trajectory_step``)."""
         max_age = self.config.max_observation_age_s
         measured = self.inputs.measured_arm(max_age)
         reason = safety.check_action(
@@ -194,6 +210,18 @@ class Control:
             self._underrun_held = False
         return problem
 
+    def trajectory_step(self, tick: Tick) -> FloatArray | None:
+        """The step of the chunk trajectory in force that the controller plays at
+        ``tick``, as sent; None when none covers it: a new chunk, a hold since, or a step
+        past the trajectory's end (late ticks skip steps, and a trajectory carries only as
+        many steps as the episode had actions left), which the next trajectory then sends."""
+        sent = self._trajectory
+        if sent is None or sent[0] != tick.chunk_seq or not self.sink.streamed(tick.chunk_seq):
+            return None
+        _, first, steps = sent
+        offset = tick.step_index - first
+        return steps[offset] if 0 <= offset < len(steps) else None
+
     def _stream(
         self,
         tick: Tick,
@@ -205,15 +233,16 @@ class Control:
         period_s: float,
         remaining: int | None,
     ) -> str | None:
-        """Publish the rest of the playing chunk when it is new to the controller."""
-        if self.sink.streamed(tick.chunk_seq):
+        """Publish the rest of the playing chunk from this tick's step, unless the
+        trajectory in force already carries that step."""
+        if self.trajectory_step(tick) is not None:
             return None  # the controller is already playing this chunk's trajectory
         rest, anchor = playing
         steps = safety.trajectory_steps(rest, action, remaining)
         problem = safety.check_trajectory(checks, steps[1:], action)
         if problem:
             return problem
-        return self.sink.stream(
+        problem = self.sink.stream(
             steps,
             chunk_seq=tick.chunk_seq,
             action_space=space,
@@ -221,6 +250,9 @@ class Control:
             period_s=period_s,
             late_s=traj.due_offset_s(anchor, tick.step_index, period_s, time.monotonic()),
         )
+        if problem is None:
+            self._trajectory = (tick.chunk_seq, tick.step_index, steps)
+        return problem
 
     def _publish_chunk(self, engine: PlaybackEngine) -> None:
         current = engine.current_chunk

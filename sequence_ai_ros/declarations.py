@@ -17,6 +17,7 @@ from typing import Any, Literal
 from sequence_ai_core.images import DEFAULT_QUALITY, DEFAULT_SIZE
 from sequence_ai_core.playback.engine_config import FRESHNESS, RunConfig
 from sequence_ai_core.playback.handover import HANDOVERS
+from sequence_ai_core.recording.config import DEFAULT_IMAGE_HZ
 
 from . import diagnostics, outputs
 from .trajectories import TRAJECTORY_MODES
@@ -268,6 +269,20 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         diagnostics.SEAM_WARN,
         "Seam jump (action units) above which diagnostics warn.",
         "> 0",
+    ),
+    ParamSpec(
+        "record_dir",
+        "string",
+        "",
+        "Record each episode as a rosbag2 (MCAP) bag in this directory; empty = off. "
+        "Needs the record extra (rosbags).",
+    ),
+    ParamSpec(
+        "record_image_hz",
+        "double",
+        DEFAULT_IMAGE_HZ,  # the core recorder's (run(record=)), as its rules are
+        "Camera images recorded per second and view (0: none); with record_dir.",
+        ">= 0",
     ),
 )
 

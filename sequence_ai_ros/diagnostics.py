@@ -37,6 +37,15 @@ _OUTCOME_FIELDS = (
 
 
 @dataclass(frozen=True)
+class RecordingStatus:
+    """The running or last episode's bag (``record_dir``): where, and what it lost."""
+
+    path: str
+    dropped: int  # messages not recorded so far (queue full, over a cap, a failed write)
+    stopped: str = ""  # why recording stopped before the episode ended, empty if it did not
+
+
+@dataclass(frozen=True)
 class Health:
     lifecycle: str
     model: str
@@ -54,6 +63,7 @@ class Health:
     gateway: str = ""
     requests_sent: int | None = None  # over the connection's lifetime, all episodes
     configure_problem: str | None = None  # why the last configure failed, while unconfigured
+    recording: RecordingStatus | None = None
 
 
 def _fmt(value: Any) -> str:
@@ -101,6 +111,8 @@ def _level_message(health: Health) -> tuple[int, str]:
         warnings.append(f"seam jump {_number(source, 'max_seam_jump'):.3g} > {health.seam_warn:g}")
     if isinstance(health.snapshot, Mapping) and health.snapshot.get("warming"):
         warnings.append("model warming up")
+    if health.recording is not None and health.recording.dropped:
+        warnings.append(f"recording dropped {health.recording.dropped} messages")
     if warnings:
         return WARN, "; ".join(warnings)
     if stop is not None:
@@ -137,6 +149,11 @@ def _values(health: Health) -> list[tuple[str, str]]:
         ]
     if health.error is not None:
         values.append(("last_error", f"{type(health.error).__name__}: {health.error}"))
+    recording = health.recording
+    if recording is not None:
+        values += [("recording", recording.path), ("recording_dropped", str(recording.dropped))]
+        if recording.stopped:
+            values.append(("recording_stopped", recording.stopped))
     return values
 
 

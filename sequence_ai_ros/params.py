@@ -4,11 +4,13 @@ from is ``declarations``). ROS-free so that the rules can be tested directly."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sequence_ai_core.playback.engine_config import InvalidSetting, RunConfig, connections_for
+from sequence_ai_core.recording.config import RecordConfig
 
 from . import diagnostics, outputs
 from .declarations import (
@@ -82,6 +84,8 @@ class NodeConfig:
     seam_warn: float
     #: The openpi observation profile (a ws:// base_url), else None.
     profile: str | None = None
+    #: How each episode is recorded (``record_*``; a ``FlightRecorder``'s), None: not at all.
+    record: RecordConfig | None = None
 
 
 def _require(ok: bool, name: str, problem: str) -> None:
@@ -234,6 +238,21 @@ def _trajectory(raw: Mapping[str, Any], output_type: str) -> tuple[str, bool, bo
     return mode, velocities, moving_end
 
 
+def _record(raw: Mapping[str, Any], joint_names: tuple[str, ...]) -> RecordConfig | None:
+    """The ``record_*`` parameters as the core recorder's ``RecordConfig``, checked by its
+    own rules (``run(record=)``'s), or None when ``record_dir`` is empty. The image rate is
+    checked either way, so a wrong value is refused before recording is turned on. The
+    directory is made absolute (``~`` expanded): the bag paths in diagnostics are then the
+    ones to open, whatever directory the node was started in."""
+    directory = str(raw["record_dir"]).strip()
+    path = os.path.abspath(os.path.expanduser(directory)) if directory else "."
+    try:
+        config = RecordConfig(path, image_hz=float(raw["record_image_hz"]), joint_names=joint_names)
+    except ValueError as exc:  # the only rule a parameter here can break: the image rate's
+        raise ParameterError("record_image_hz", str(exc).removeprefix("image_hz ")) from None
+    return config if directory else None
+
+
 def parse(raw: Mapping[str, Any]) -> NodeConfig:
     """Validate raw parameter values (unset arrays as None); raises ParameterError."""
     model = str(raw["model"]).strip()
@@ -294,6 +313,7 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         gripper_joint=gripper_joint,
         gripper_topic=gripper_topic,
         seam_warn=_finite(raw, "seam_warn", minimum=0.0, strict=True),
+        record=_record(raw, joint_names),
     )
 
 

@@ -32,6 +32,7 @@ from sequence_ai_core.policy import Policy, connect
 from . import diagnostics, params, rclpy_guards
 from .control import NO_RATE_POLL_S
 from .episode import Episodes
+from .episode_recording import EpisodeRecordings
 from .health_publisher import HealthPublisher
 from .node_io import NodeIO
 from .safety import SafetyChecks, checks_from_config
@@ -41,14 +42,8 @@ from .safety import SafetyChecks, checks_from_config
 OPENPI_KEY_ENV = "OPENPI_API_KEY"
 
 #: The lifecycle state each transition leads to when its callback succeeds (diagnostics).
-_AFTER = {
-    "configure": "inactive",
-    "activate": "active",
-    "deactivate": "inactive",
-    "cleanup": "unconfigured",
-    "shutdown": "unconfigured",
-    "error recovery": "unconfigured",
-}
+_AFTER = {"configure": "inactive", "activate": "active", "deactivate": "inactive"}
+_AFTER |= dict.fromkeys(("cleanup", "shutdown", "error recovery"), "unconfigured")
 
 
 class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy has types, Humble's not
@@ -64,6 +59,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self._lifecycle = "unconfigured"
         self._configure_problem: str | None = None
         self._clear()
+        self.recordings = EpisodeRecordings(lambda t: self.get_logger().warning(self._redact(t)))
         # From construction on, so that an unconfigured or failed node reports too.
         self.health = HealthPublisher(self, "policy", self._report)
         named = {n: self.get_parameter_or(n).value for n in ("hardware_id", "model")}
@@ -172,6 +168,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
 
     def _configure(self) -> bool:
         config = params.parse(self._parameter_values())
+        self.recordings.configure(config.record)  # before any I/O: no rosbags, no configure
         if config.profile is not None:  # an openpi server: never the gateway's key
             self._secret = os.environ.get(OPENPI_KEY_ENV) or None
         else:
@@ -221,6 +218,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             self.io.destroy()
         if self._policy is not None:
             self._policy.close()
+        self.recordings.close()  # a bounded wait: the bags still being finished
         self._clear()
         return True
 
@@ -236,7 +234,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             return problem
         # Built before the episode counts as started: a refusal here leaves nothing running.
         settings = config.run.with_catalogue(policy.describe())
-        engine = PlaybackEngine(policy, settings)
+        engine = self.recordings.engine(policy, settings)  # told of it by its recorder, if any
         control = io.control
         self.episodes.start(
             Episode(
@@ -245,6 +243,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
                 hold=lambda: control.hold(early=True),
                 hold_underrun=control.hold_underrun,  # absolute targets hold by themselves
                 stall_timeout_s=settings.stall_timeout_s,
+                journal=engine.journal,  # the recorder hears of every hold and the outcome
             )
         )
         self.engine = engine
@@ -267,7 +266,9 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         # ends with zeros too. A completed absolute plan ends on its last target, which holds
         # by itself: a hold at the measured position would be one more command, a step back.
         if not end.early and self.io is not None and not self.io.control.holds_by_itself:
+            self.recordings.hold(end.reason)  # the one hold the core Episode does not send
             self.io.control.hold(early=False)
+        self.recordings.end()  # the bag is finished off this thread
         if self.engine is not None:
             # Never block the executor on an HTTP exchange still in flight (up to timeout_s);
             # abort it, as run() does: an exchange outliving its episode would hold one of
@@ -357,6 +358,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             gateway=self._policy.base_url if self._policy else "",
             requests_sent=self._policy.requests_sent if self._policy else None,
             configure_problem=self._configure_problem if self.config is None else None,
+            recording=self.recordings.status(),
         )
         return diagnostics.evaluate(health)
 

@@ -21,6 +21,7 @@ from sequence_ai_core.policy import Policy, connect
 from sequence_ai_ros import outputs, params
 from sequence_ai_ros.command_sink import CommandSink, Publishers
 from sequence_ai_ros.control import Control, Step
+from sequence_ai_ros.episode_recording import EpisodeRecordings
 from sequence_ai_ros.inputs import InputStore, RawImage
 from sequence_ai_ros.safety import checks_from_config
 from sequence_ai_sim import GatewaySimulator
@@ -50,7 +51,8 @@ class Driver:
 
 
 class Rig:
-    """A control step wired as the node wires it, on the simulator at ``sim.url``."""
+    """A control step wired as the node wires it, on the simulator at ``sim.url``: the engine
+    and its journal (a recorder when ``record_dir`` is set) from ``EpisodeRecordings``."""
 
     def __init__(self, sim: GatewaySimulator, **changes: Any) -> None:
         values = {spec.name: spec.default for spec in params.PARAMETERS}
@@ -74,20 +76,26 @@ class Rig:
         self.driver = Driver()
         self.control = Control(self.config, self.inputs, sink, self.driver)
         self.checks = checks_from_config(self.config, model.action_dim)
-        self.engine = PlaybackEngine(self.policy, self.config.run.with_catalogue(model))
+        self.warnings: list[str] = []
+        self.recordings = EpisodeRecordings(self.warnings.append)
+        self.recordings.configure(self.config.record)
+        settings = self.config.run.with_catalogue(model)
+        self.engine: PlaybackEngine = self.recordings.engine(self.policy, settings)
         self.episode = Episode(
             self.engine,
             max_actions=self.config.max_actions,
             hold=lambda: self.control.hold(early=True),
             hold_underrun=self.control.hold_underrun,
+            journal=self.engine.journal,
         )
         self.control.begin_episode()
         self.feed()
 
     def feed(self) -> None:
-        self.inputs.on_joint_state([*JOINTS, "gripper"], [0.0] * 8, [])
-        for view in VIEWS:
-            self.inputs.on_image(view, RawImage(2, 2, "rgb8", 6, bytes(12)))
+        joints = [*self.config.joint_names, "gripper"]
+        self.inputs.on_joint_state(joints, [0.0] * len(joints), [])
+        for camera in self.config.cameras:
+            self.inputs.on_image(camera.view, RawImage(2, 2, "rgb8", 6, bytes(12)))
 
     def run(self, ticks: int) -> list[Step]:
         """Up to ``ticks`` ticks at the engine's period, until one ends the episode."""
@@ -105,6 +113,7 @@ class Rig:
     def close(self) -> None:
         self.engine.close(wait=False)
         self.policy.close()
+        self.recordings.close()
 
 
 @pytest.fixture
@@ -176,3 +185,44 @@ def test_chunk_trajectories_go_out_once_per_chunk_with_the_blended_targets(rig: 
     assert sum(len(m.points) for m in trajectories) >= 20
     first = trajectories[0]
     assert len(first.points) > 1
+
+
+ABSOLUTE = {
+    "model": "lingbot-va-5b", "joint_names": [f"joint_{i + 1}" for i in range(6)],
+    "camera_views": ["front", "wrist"], "camera_topics": ["/front", "/wrist"],
+    "output_type": "joint_trajectory", "gripper_topic": "gripper",
+}  # fmt: skip
+
+
+def test_a_step_past_the_trajectory_sent_goes_out_in_a_new_one(rig: Any) -> None:
+    """Late ticks skip steps, and a trajectory carries no more steps than the episode has
+    actions left: a tick whose step lies past its end sends the rest from that step (else
+    the episode would count actions the controller was never sent)."""
+    run = rig(max_actions=40, **ABSOLUTE)
+    handed: list[Any] = []
+    tick = run.engine.tick
+
+    def observed(now: float, observe: Any) -> Any:
+        handed.append(tick(now, observe))
+        return handed[-1]
+
+    run.engine.tick = observed  # type: ignore[method-assign]
+    covered, sent_again = [], 0
+    for _ in range(400):
+        run.feed()
+        actions, messages = run.episode.actions, len(run.action.messages)
+        step = run.control.step(run.engine, run.episode, run.checks, time.monotonic())
+        if run.episode.actions > actions:
+            played = handed[-1]
+            covered.append(run.control.trajectory_step(played))
+            trajectory = run.action.messages[-1]
+            rows = [np.asarray(point.positions) for point in trajectory.points]
+            assert any(np.array_equal(row, played.action[:6]) for row in rows)  # absolute
+            fresh = len(run.action.messages) > messages
+            sent_again += fresh and not played.new_chunk and played.step_index > 0
+        if step.ends:
+            break
+        time.sleep(step.period_s * 2.5)  # every tick late: about two steps skipped each
+    assert step.reason == "completed" and len(covered) == 40
+    assert all(sent is not None for sent in covered)
+    assert sent_again >= 1  # the last trajectory of the episode ran out before its actions
