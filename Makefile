@@ -106,7 +106,7 @@ $(NEWEST_VENV)/.typed: setup.py Makefile
 	rm -rf $(NEWEST_VENV)
 	$(JAZZY_PYTHON) -m venv $(NEWEST_VENV)
 	$(NEWEST_VENV)/bin/python -m pip install -q --upgrade mypy types-PyYAML numpy Pillow \
-		httpx httpcore 'websockets>=13,<17' msgpack
+		httpx httpcore 'websockets>=13,<17' msgpack rosbags
 	touch $@
 
 typecheck: $(VENV)/.test $(NEWEST_VENV)/.typed

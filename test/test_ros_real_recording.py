@@ -29,7 +29,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from sequence_ai_core.recording import topics
-from sequence_ai_core.recording.bag import INSTALL_HINT
+from sequence_ai_core.recording.extras import needs
 from sequence_ai_sim import GatewaySimulator
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
@@ -208,7 +208,7 @@ def test_recording_without_rosbags_fails_configure_with_the_install_hint(
     status = node.status_where(
         lambda s: "configure_problem" in node.values(s), "the configure problem"
     )
-    expected = f"configure failed: ConfigurationError: recording needs rosbags: {INSTALL_HINT}"
+    expected = "configure failed: ConfigurationError: " + needs("recording", "rosbags", "record")
     assert status.message == expected and node.values(status)["configure_problem"] == expected
     assert not (tier.logs / "bags").exists()  # refused before anything was made
     assert node.transition("configure") is False  # unconfigured, so it can be tried again

@@ -26,8 +26,8 @@ from test_ros_control import ABSOLUTE, Rig
 
 from sequence_ai_core.errors import ConfigurationError
 from sequence_ai_core.recording import topics
-from sequence_ai_core.recording.bag import INSTALL_HINT
 from sequence_ai_core.recording.config import DEFAULT_IMAGE_HZ, RecordConfig
+from sequence_ai_core.recording.extras import needs
 from sequence_ai_ros import diagnostics, params
 from sequence_ai_ros.episode_recording import EpisodeRecordings
 from sequence_ai_sim import GatewaySimulator
@@ -261,7 +261,7 @@ def test_recording_without_rosbags_refuses_configure_with_the_install_hint(
     with pytest.raises(ConfigurationError) as refused:
         recordings.configure(RecordConfig(str(tmp_path / "bags")))
     text = str(refused.value)
-    assert text == f"recording needs rosbags: {INSTALL_HINT}" and "\n" not in text
+    assert text == needs("recording", "rosbags", "record") and "\n" not in text
     assert not (tmp_path / "bags").exists()  # refused before anything was made
 
 
