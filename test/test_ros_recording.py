@@ -287,3 +287,23 @@ def test_diagnostics_show_the_bag_and_its_drops_redacted() -> None:
     assert dict(values)["recording_stopped"] == "size cap of 10 bytes reached"
     _, _, values = diagnostics.evaluate(base)
     assert not any(key.startswith("recording") for key, _ in values)
+
+
+@pytest.mark.parametrize("changes", [{}, ABSOLUTE], ids=["per-tick", "chunk-trajectory"])
+def test_the_report_of_a_node_episode_counts_what_its_outcome_counted(
+    recorded: Any, changes: dict[str, Any]
+) -> None:
+    """`sequence-ai report` on the node's bags: the same numbers as the episode's outcome."""
+    from sequence_ai_core.recording.episode_log import read_episode
+    from sequence_ai_core.recording.measures import measure
+
+    run = recorded(max_actions=40, **changes)
+    assert run.run(400)[-1].reason == "completed"
+    bag = finish(run)
+    outcome = run.episode.outcome
+    measures = measure(read_episode(bag))
+    for name in ("actions", "chunks", "requests", "underruns", "stalls", "blended_seams"):
+        assert getattr(measures, name) == getattr(outcome, name), name
+    for name in ("max_seam_jump", "max_seam_step", "duty_cycle"):
+        assert getattr(measures, name) == pytest.approx(getattr(outcome, name)), name
+    assert measures.dropped == 0 and measures.unattributed == 0

@@ -306,9 +306,10 @@ class ChunkPlan:
         self._last_played = planned
         action = raw.copy()  # what the caller gets; the plan's copy stays untouched
         correction = None if self._blender is None else self._blender.take(planned, index)
-        if correction is not None:
+        # a correction of zeros (a hand-over finished at once) leaves the plan as it was
+        blended = correction is not None and bool(correction.any())
+        if blended:
             action += correction
-        blended = correction is not None
         return PlannedStep(planned, index, raw, action, new_chunk, skipped, late, blended)
 
     def _hand_over(self, planned: PlannedChunk, index: int) -> None:
