@@ -96,7 +96,7 @@ def run(full: bool) -> str:
     return "\n\n".join(
         [
             "## Cold caches: one operation right after a control period's sleep",
-            machine_note(full=full),
+            machine_note(full=full, sizes=f"{repeats} samples per operation, cold and warm"),
             f"Median CPU µs of each operation alone, right after a {PERIOD_S * 1000:g} ms "
             f"sleep (cold) and with no sleep before it (warm), {repeats} times each. Subtract "
             "the first row from the others for the operation itself.",

@@ -154,7 +154,7 @@ def run(full: bool) -> str:
     return "\n\n".join(
         [
             "## Connection cost",
-            machine_note(full=full),
+            machine_note(full=full, sizes=f"{calls} calls per approach"),
             f"{calls} calls of `POST /v1/act` ({MODEL}, zero model latency, so only the "
             "connection cost differs). Ratios are against `httpx.post` per call.",
             f"### HTTP with the gateway's measured {HANDSHAKE_S * 1000:.0f} ms connection setup",

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench._common import BENCH_KEY, machine_note, ratio, table
+from bench._common import BENCH_KEY, ROOT, counted, machine_note, ratio, results_dir, table
 from sequence_ai_core.playback.engine import Tick
 from sequence_ai_core.playback.engine_config import TickKind
 from sequence_ai_core.playback.outcome import RunOutcome
@@ -53,7 +53,7 @@ LABELS = {
     **STRATEGIES,
     **{k: f"{fresh}, max_in_flight={m}" for k, (fresh, m) in FRONTIER.items()},
 }
-FIGURE = Path(__file__).resolve().parent / "results" / "frontier.png"
+FIGURE = "frontier.png"
 #: Lognormal log-sigma -> p99/median = e^(2.326 sigma).
 QUICK_JITTERS = (0.15, 0.3)
 #: Chunk boundaries counted as a run's start in the jitter sweep: with one or two refills
@@ -334,7 +334,7 @@ def frontier_table(results: list[Result]) -> str:
     return table(headers, rows)
 
 
-def frontier_figure(results: list[Result]) -> None:
+def frontier_figure(results: list[Result], path: Path) -> None:
     """Requests per chunk (x) against staleness p50 (y), one panel per model."""
     import matplotlib
 
@@ -355,8 +355,7 @@ def frontier_figure(results: list[Result]) -> None:
     axes[0].set_ylabel("staleness p50 (s)")
     fig.suptitle(f"Cost of freshness at a {MEDIAN_S} s refill", fontsize=10)
     fig.tight_layout()
-    FIGURE.parent.mkdir(exist_ok=True)
-    fig.savefig(FIGURE, dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -423,11 +422,16 @@ def run(full: bool) -> str:
     fixed_results = by_model(fixed)
     frontier_results = by_model(frontier)
     swept_results = by_model(swept)
-    frontier_figure(fixed_results + frontier_results)
+    figure = results_dir(full) / FIGURE
+    frontier_figure(fixed_results + frontier_results, figure)
+    sizes = (
+        f"{seconds:g} s of motion per run, {seconds * 1.2:g} s at "
+        f"{counted(len(jitters), 'jitter level')}"
+    )
     return "\n\n".join(
         [
             "# Continuity: time moving at a 0.79 s refill",
-            machine_note(full=full),
+            machine_note(full=full, sizes=sizes),
             f"{seconds:.0f} s of motion per run ((a): {seconds / 2:.0f} s), fixed latency. "
             "Duty = time a command covered / time since the first command. Seam = largest "
             "per-dimension jump between the last step of one chunk and the first played step "
@@ -442,7 +446,7 @@ def run(full: bool) -> str:
             fixed_latency_table(fixed_results),
             "### Frontier: requests against staleness\n\nThe same fixed 0.79 s refill, every "
             "named engine setting. Requests per chunk of motion = requests / (seconds moved "
-            "/ chunk length); 1.0 is the floor. Figure: `bench/results/frontier.png`.",
+            f"/ chunk length); 1.0 is the floor. Figure: `{figure.relative_to(ROOT)}`.",
             frontier_table(fixed_results + frontier_results),
             f"Jitter sweep: lognormal latency, median {MEDIAN_S} s, {seconds * 1.2:.0f} s of "
             "motion per run. Underrun rate = separate stalls / chunk boundaries; 'after the "

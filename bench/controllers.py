@@ -266,7 +266,7 @@ def run(full: bool) -> str:
     ]
     parts = [
         "## Output types into ros2_control controllers",
-        machine_note(full=full),
+        machine_note(full=full, sizes=f"{seconds:g} s of motion per model"),
         f"{seconds:.0f} s of motion per model at a {MEDIAN_S} s refill; controllers at 500 Hz "
         f"in front of a servo lagging {SERVO_LAG_S * 1000:.0f} ms; messages arrive "
         f"{DELIVERY_S * 1000:.0f} ms after the tick. Each model's rows replay one recording.",

@@ -199,7 +199,7 @@ def run(full: bool) -> str:
     return "\n\n".join(
         [
             "## Freshness, seams and tracking error",
-            machine_note(full=full),
+            machine_note(full=full, sizes=f"{seconds:g} s of motion per strategy"),
             f"{MODEL} ({entry.action_space}, {entry.covers_seconds:.2f} s chunks at "
             f"{entry.control_hz:g} Hz), refill {MEDIAN_S} s, {seconds:.0f} s of motion per "
             "strategy. Staleness = age of the observation behind each executed step. Seam = "

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, table
+from bench._common import BENCH_KEY, counted, machine_note, ms, quantile, ratio, table
 from sequence_ai_core import SequencesError, connect
 from sequence_ai_core.limits import MAX_BODY_BYTES
 from sequence_ai_sim import CATALOGUE, Fault, GatewaySimulator, SimulatedArm
@@ -239,13 +239,17 @@ def memory_table() -> str:
 
 def run(full: bool) -> str:
     repeats = 5 if full else 2
+    sizes = (
+        f"{counted(len(MODELS), 'model')}, {counted(repeats, 'run')} of each, "
+        f"the baseline's deadline {BASELINE_TIMEOUT_S:g} s"
+    )
     return "\n\n".join(
         [
             "### A gateway that goes silent mid-run: last planned step to hold",
             hold_table(repeats),
             "### Peak memory of one answer",
             memory_table(),
-            machine_note(full=full),
+            machine_note(full=full, sizes=sizes),
         ]
     )
 

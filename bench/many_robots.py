@@ -184,7 +184,7 @@ def run(full: bool) -> str:
     errors = [e for r in results for e in r["errors"]]
     parts = [
         "## Many robots on one gateway",
-        machine_note(full=full),
+        machine_note(full=full, sizes=f"{chunks} chunks per robot, {ROBOTS} robots per fleet"),
         f"{ROBOTS} robots, each its own `Policy` in its own thread, {actions} actions "
         f"({chunks} chunks of {MODEL.covers_seconds:.2f} s, {MODEL.short_id}); refill latency "
         f"median {LATENCY_S} s with right skew (jitter {JITTER}). Ratios are against the closed "

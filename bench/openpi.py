@@ -297,9 +297,13 @@ RUNNERS: dict[str, Callable[[str, int], Log]] = {
 
 def run(full: bool) -> str:
     actions = 450 if full else 150
+    sizes = (
+        f"{actions} actions per loop, loops {', '.join(f'({k})' for k in RUNNERS)} at "
+        f"{' and '.join(f'{latency:g} s' for latency in LATENCIES)}"
+    )
     sections = [
         "# openpi: the broker loop, the DROID example and this engine on one real server\n",
-        machine_note(full=full),
+        machine_note(full=full, sizes=sizes),
         f"\nopenpi-server's `WebsocketPolicyServer`, our trajectory policy: {HORIZON}-step "
         f"chunks of {DIM} dims at {HZ:g} Hz ({HORIZON / HZ:.2f} s), fixed inference latency; "
         f"{actions} actions per loop. Duty = time with a fresh command each period; underruns "

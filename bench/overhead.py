@@ -330,10 +330,14 @@ def run(full: bool) -> str:
     looping = {hz: run_loop_overhead(int(actions * hz / LOOP_HZ), hz) for hz in (LOOP_HZ, 200.0)}
     cameras = control_thread_cost(actions)
     memory = memory_over_chunks(chunks)
+    sizes = (
+        f"{ticks:,} ticks, {repeats:,} chunks parsed, loops of {actions} actions at "
+        f"{LOOP_HZ:g} Hz x 3, {actions} ticks per camera setting, {chunks:,} chunks traced"
+    )
     return "\n\n".join(
         [
             "## Engine overhead",
-            machine_note(full=full),
+            machine_note(full=full, sizes=sizes),
             f"CPU is the measuring thread's CPU time (`time.thread_time`), so the simulator's "
             f"threads are not counted. Model: {MODEL.short_id}.",
             render_cpu(ticking, parsing, ticks, repeats),

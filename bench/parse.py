@@ -155,13 +155,14 @@ def lateness_table(seconds: float) -> str:
 def run(full: bool) -> str:
     repeats = 60 if full else 20
     seconds = 20.0 if full else 6.0
+    sizes = f"{repeats} rounds of 5 parses per size, {seconds:g} s of loop per case"
     return "\n\n".join(
         [
             "### Parse cost per chunk size (thread CPU per chunk, least of interleaved rounds)",
             cost_table(repeats),
             f"### A {LOOP_HZ:g} Hz loop while a worker parses chunks",
             lateness_table(seconds),
-            machine_note(full=full),
+            machine_note(full=full, sizes=sizes),
         ]
     )
 

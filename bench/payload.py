@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio
+from bench._common import BENCH_KEY, counted, machine_note, ms, quantile, ratio
 from bench._common import table as markdown_table
 from sequence_ai_core.gateway.wire import encode_act_request
 from sequence_ai_core.images import encode_image
@@ -128,6 +128,7 @@ def run(full: bool) -> str:
             else:
                 result["refill_s"] = None
     raw = results[0][1]
+    sizes = f"{counted(repeats, 'encode')} per pipeline, {counted(calls, 'refill')} where sent"
     rows = []
     for name, r in results:
         refill = r["refill_s"]
@@ -160,7 +161,7 @@ def run(full: bool) -> str:
     return "\n\n".join(
         [
             "## Payload and image pipeline",
-            machine_note(full=full),
+            machine_note(full=full, sizes=sizes),
             f"Two synthetic {WIDTH}x{HEIGHT} camera frames with sensor noise, {MODEL.short_id}. "
             f"The simulator charges {MS_PER_KB:g} ms per kB of request body (the real gateway's "
             "measured cost) and no model latency, so the refill column is the upload alone. "

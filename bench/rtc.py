@@ -31,7 +31,7 @@ import httpx
 import numpy as np
 
 import sequence_ai_core as sai
-from bench._common import machine_note, quantile, table
+from bench._common import counted, machine_note, quantile, table
 from bench.openpi import DIM, HORIZON, HZ, PROFILE, Camera, Recorder
 from sequence_ai_core.openpi import load_profile
 from sequence_ai_core.playback.runner import drive
@@ -105,9 +105,13 @@ def seams(
 
 def run(full: bool) -> str:
     actions = 450 if full else 150
+    sizes = (
+        f"{actions} actions per run; {counted(len(SETUPS), 'setup')}, "
+        f"{counted(len(DISAGREEMENT), 'disagreement level')}, {counted(len(PROFILES), 'profile')}"
+    )
     sections = [
         "# rtc: seams with and without the real-time-chunking prefix, on one real server\n",
-        machine_note(full=full),
+        machine_note(full=full, sizes=sizes),
         f"\nopenpi-server's `WebsocketPolicyServer`, the ideal RTC policy: {HORIZON}-step "
         f"chunks of {DIM} dims at {HZ:g} Hz ({HORIZON / HZ:.2f} s), fixed inference latency; "
         f"`run()`'s engine, {actions} actions per run. Seam and in-chunk step as in "

@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from bench._common import BENCH_KEY, machine_note, quantile, table
+from bench._common import BENCH_KEY, ROOT, counted, machine_note, quantile, results_dir, table
 from bench._seam_clock import LATENCY_S, Record, episode
 from bench._seam_metrics import Measured, measure
 from sequence_ai_core.action_spaces import seam_unit
@@ -48,7 +48,7 @@ STRATEGIES = {
     "smooth": "(d') smooth: cosine, slew-limited",
     "overlap": "(e) overlap cross-fade (refills k steps early)",
 }
-FIGURE = Path(__file__).resolve().parent / "results" / "seams.png"
+FIGURE = "seams.png"
 FIGURE_MODELS = ("lingbot-va-5b", "pi05-droid")
 
 
@@ -264,7 +264,7 @@ def live_table(models: tuple[str, ...], seconds: float) -> str:
     return table(HEADERS, rows)
 
 
-def figure(records: dict[tuple[str, str], Record], level: str) -> None:
+def figure(records: dict[tuple[str, str], Record], level: str, path: Path) -> None:
     """One joint through several seams, per strategy (rows) and model (columns)."""
     import matplotlib
 
@@ -295,8 +295,7 @@ def figure(records: dict[tuple[str, str], Record], level: str) -> None:
         axes[len(STRATEGIES) // 2][column].set_ylabel(seam_unit(entry.action_space))
     fig.suptitle(f"Hand-over at each seam, disagreement {level}", fontsize=10)
     fig.tight_layout()
-    FIGURE.parent.mkdir(exist_ok=True)
-    fig.savefig(FIGURE, dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -326,15 +325,20 @@ def run(full: bool) -> str:
                 rows.append(row(model, level, strategy, measured))
                 if level == "mode_switch" and model in FIGURE_MODELS:
                     shown[(model, strategy)] = records[0]
-    figure(shown, "mode_switch")
+    path = results_dir(full) / FIGURE
+    figure(shown, "mode_switch", path)
     matrix_s = time.monotonic() - started
     live_models = tuple(CATALOGUE) if full else ("pi05-droid", "lingbot-va-5b")
     live_seconds = 30.0 if full else 8.0
     checked = live_table(live_models, live_seconds)
+    sizes = (
+        f"{counted(runs, 'episode')} x {seconds:g} s per row; real time: "
+        f"{counted(len(live_models), 'model')} x {live_seconds:g} s"
+    )
     return "\n\n".join(
         [
             "# Seams: hand-over between chunks that disagree",
-            machine_note(full=full),
+            machine_note(full=full, sizes=sizes),
             __doc__.split("\n\n", 1)[1].strip() if __doc__ else "",
             f"{runs} episodes of {seconds:.0f} s of motion per row, fixed {LATENCY_S} s "
             "refill, exact clock. Seam step: the largest change between two commands from a "
@@ -357,7 +361,7 @@ def run(full: bool) -> str:
             "per run, calibrated disagreement, (a) and the default side by side, one model's "
             "runs at a time.",
             checked,
-            "Figure: `bench/results/seams.png` (one joint through several seams at "
+            f"Figure: `{path.relative_to(ROOT)}` (one joint through several seams at "
             "`mode_switch`, every strategy).",
             f"_{len(rows) * runs} episodes on the exact clock in {matrix_s:.0f} s, "
             f"{2 * len(live_models)} real-time runs; {time.monotonic() - started:.0f} s wall._",

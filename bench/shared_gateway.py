@@ -346,10 +346,11 @@ def run(full: bool) -> str:
     seconds = 60.0 if full else 20.0
     started = time.monotonic()
     cells = {(r, w): cell(r, w, seconds) for r, w in CELLS}
+    named = ", ".join(f"{r} / {w}" for r, w in CELLS)
     return "\n\n".join(
         [
             "## Shared gateway: robots per model slot",
-            machine_note(full=full),
+            machine_note(full=full, sizes=f"robots / slots {named}; {seconds:g} s per robot"),
             f"{MODEL.short_id} robots ({MODEL.covers_seconds:.2f} s chunks), refill median "
             f"{LATENCY_S} s, lognormal sigma {JITTER} (p99 = 2x median), {seconds:.0f} s per "
             "robot; one simulator per setting, every setting of a cell at once. Duty is the "
