@@ -26,7 +26,8 @@ import numpy as np
 
 from bench._common import BENCH_KEY, machine_note, mean, quantile, ratio
 from bench._common import table as markdown_table
-from bench.continuity import MEDIAN_S, STRATEGIES, EmaPrefetch
+from bench._ema_prefetch import EmaPrefetch
+from bench.continuity import MEDIAN_S, STRATEGIES
 from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.playback.runner import drive
 from sequence_ai_core.policy import connect
