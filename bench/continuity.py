@@ -7,8 +7,9 @@ from its first step (the predecessor client's behaviour, re-implemented in
 ``_ema_prefetch``); (c) this engine (``run()``). Then a jitter sweep (right-skewed latency up
 to p99 = 2x median): underrun rate per chunk boundary for (b) and (c).
 
-Every run has its own simulator, arm and process; runs go in parallel to keep quick mode
-short. Nothing here asserts on time: the numbers are the result.
+Every run has its own simulator, arm and process; one model's runs go in parallel. Quick
+mode runs one model (``QUICK_MODELS``), shorter, at one jitter.
+Nothing here asserts on time: the numbers are the result.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ LABELS = {
 }
 FIGURE = "frontier.png"
 #: Lognormal log-sigma -> p99/median = e^(2.326 sigma).
-QUICK_JITTERS = (0.15, 0.3)
+QUICK_JITTERS = (0.3,)
+#: Quick mode's model: the shortest chunk (0.5 s, under the refill), where the strategies
+#: differ most, and the most seams in a short run (a 3 s run of cosmos3 has one at most).
+QUICK_MODELS = ("lingbot-vla-v2-6b",)
 #: Chunk boundaries counted as a run's start in the jitter sweep: with one or two refills
 #: measured nothing is known about the tail, and those stall most
 #: (``sequence_ai_core.playback.timing``).
@@ -140,24 +144,37 @@ def one_run(job: Job, start_at: float) -> Result:
     return Result(model, strategy, jitter, outcome, in_chunk[0], late, late_boundaries)
 
 
-def run_all(jobs: list[Job]) -> list[Result]:
-    """Each run in its own process: runs sharing one interpreter wait for each other's GIL
-    (5 ms switch interval), which shows up as tick jitter and inflates seams."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=len(jobs), mp_context=context) as pool:
-        start_at = time.time() + 1.0 + 0.15 * len(jobs)
-        futures = [pool.submit(one_run, job, start_at) for job in jobs]
+class Runs:
+    """Runs in processes of one pool, a batch at a time, every run of a batch in a process of
+    its own: runs sharing one interpreter wait for each other's GIL (5 ms switch interval),
+    which shows up as tick jitter and inflates seams. The processes are kept from batch to
+    batch; a batch larger than any before waits for its new processes to import."""
+
+    def __init__(self, pool: ProcessPoolExecutor) -> None:
+        self.pool = pool
+        self.started = 0
+
+    def batch(self, jobs: list[Job]) -> list[Result]:
+        warm = len(jobs) <= self.started
+        self.started = max(self.started, len(jobs))
+        start_at = time.time() + (0.3 if warm else 1.0 + 0.15 * len(jobs))
+        futures = [self.pool.submit(one_run, job, start_at) for job in jobs]
         return [future.result() for future in futures]
 
+    def by_model(self, jobs: list[Job]) -> list[Result]:
+        """One model's runs at a time: all of them at once on 2 cores (12 to 20 processes)
+        made ticks late enough to move the short chunks' seams by a step, which one run
+        alone never showed (1.0x the in-chunk step, 4 runs of each)."""
+        results: list[Result] = []
+        for model in CATALOGUE:
+            mine = [job for job in jobs if job[0] == model]
+            if mine:
+                results += self.batch(mine)
+        return results
 
-def by_model(jobs: list[Job]) -> list[Result]:
-    """``run_all`` one model's runs at a time: all of them at once on 2 cores (12 to 20
-    processes) made ticks late enough to move the short chunks' seams by a step, which one
-    run alone never showed (1.0x the in-chunk step, 4 runs of each)."""
-    results: list[Result] = []
-    for model in CATALOGUE:
-        results += run_all([job for job in jobs if job[0] == model])
-    return results
+
+def models_of(results: list[Result]) -> list[str]:
+    return [m for m in CATALOGUE if any(r.model == m for r in results)]
 
 
 def pct(value: float) -> str:
@@ -204,7 +221,7 @@ def frontier_table(results: list[Result]) -> str:
     """Requests per chunk of motion against staleness, per model and engine setting."""
     by_key = {(r.model, r.strategy): r for r in results}
     rows = []
-    for model in CATALOGUE:
+    for model in models_of(results):
         default = by_key[(model, "c")]
         for key in ["c", *FRONTIER]:
             r = by_key[(model, key)]
@@ -241,8 +258,11 @@ def frontier_figure(results: list[Result], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(CATALOGUE), figsize=(4 * len(CATALOGUE), 3.6), sharey=True)
-    for axis, model in zip(axes, CATALOGUE, strict=True):
+    models = models_of(results)
+    fig, axes = plt.subplots(
+        1, len(models), figsize=(4 * len(models), 3.6), sharey=True, squeeze=False
+    )
+    for axis, model in zip(axes[0], models, strict=True):
         for r in (r for r in results if r.model == model and r.strategy in ["c", *FRONTIER]):
             default = r.strategy == "c"
             x, y = r.requests_per_chunk, r.outcome.staleness_p50_s
@@ -252,7 +272,7 @@ def frontier_figure(results: list[Result], path: Path) -> None:
         axis.set_title(f"{model} ({CATALOGUE[model].covers_seconds:.2f} s)", fontsize=9)
         axis.set_xlabel("requests per chunk of motion")
         axis.grid(alpha=0.3)
-    axes[0].set_ylabel("staleness p50 (s)")
+    axes[0][0].set_ylabel("staleness p50 (s)")
     fig.suptitle(f"Cost of freshness at a {MEDIAN_S} s refill", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -266,7 +286,7 @@ def _late(stalls: int, boundaries: int) -> str:
 def jitter_table(results: list[Result]) -> str:
     by_key = {(r.model, r.jitter, r.strategy): r for r in results}
     rows = []
-    for model in CATALOGUE:
+    for model in models_of(results):
         for jitter in sorted({r.jitter for r in results}):
             b, c = by_key[(model, jitter, "b")], by_key[(model, jitter, "c")]
             rows.append(
@@ -311,28 +331,46 @@ def jitter_table(results: list[Result]) -> str:
 
 
 def run(full: bool) -> str:
-    seconds = 45.0 if full else 15.0
+    # quick: 3 s runs of one model at one jitter, 22 s (15 s runs of all four models at two
+    # jitters took 270 s). A model's runs last as long as the slowest: (b) and
+    # max_in_flight=1 move 65 % of the time on lingbot-vla-v2-6b, 0.8 s the first refill.
+    seconds = 45.0 if full else 3.0
     jitters = FULL_JITTERS if full else QUICK_JITTERS
+    models = tuple(CATALOGUE) if full else QUICK_MODELS
     # (a) moves 40-75 % of the time: half the motion keeps its wall time near the others'
     share = {"a": 0.5, "b": 1.0, "c": 1.0}
-    fixed = [(m, s, seconds * share[s], 0.0, 1) for m in CATALOGUE for s in STRATEGIES]
-    frontier = [(m, s, seconds, 0.0, 1) for m in CATALOGUE for s in FRONTIER]
-    swept = [(m, s, seconds * 1.2, j, 7) for j in jitters for m in CATALOGUE for s in "bc"]
+    fixed = [(m, s, seconds * share[s], 0.0, 1) for m in models for s in STRATEGIES]
+    frontier = [(m, s, seconds, 0.0, 1) for m in models for s in FRONTIER]
+    swept = [(m, s, seconds * 1.2, j, 7) for j in jitters for m in models for s in "bc"]
     started = time.monotonic()
-    fixed_results = by_model(fixed)
-    frontier_results = by_model(frontier)
-    swept_results = by_model(swept)
+    context = multiprocessing.get_context("spawn")
+    largest = max(len(STRATEGIES), len(FRONTIER), 2 * len(jitters))  # one model's runs
+    with ProcessPoolExecutor(max_workers=largest, mp_context=context) as pool:
+        runs = Runs(pool)
+        frontier_results = runs.by_model(frontier)  # first: most processes, started once
+        fixed_results = runs.by_model(fixed)
+        swept_results = runs.by_model(swept)
     figure = results_dir(full) / FIGURE
     frontier_figure(fixed_results + frontier_results, figure)
+    steady = " / ".join(
+        f"{100 * CATALOGUE[m].covers_seconds / (CATALOGUE[m].covers_seconds + MEDIAN_S):.0f}"
+        for m in models
+    )
     sizes = (
-        f"{seconds:g} s of motion per run, {seconds * 1.2:g} s at "
+        f"{', '.join(models)}; {seconds:g} s of motion per run, {seconds * 1.2:g} s at "
         f"{counted(len(jitters), 'jitter level')}"
+    )
+    quick = (
+        ""
+        if full
+        else f" Quick run: {', '.join(models)} only, {seconds:g} s runs of a few seams each: "
+        "the seam and requests-per-chunk figures move more between runs than a full run's."
     )
     return "\n\n".join(
         [
             "# Continuity: time moving at a 0.79 s refill",
             machine_note(full=full, sizes=sizes),
-            f"{seconds:.0f} s of motion per run ((a): {seconds / 2:.0f} s), fixed latency. "
+            f"{seconds:g} s of motion per run ((a): {seconds * share['a']:g} s), fixed latency. "
             "Duty = time a command covered / time since the first command. Seam = largest "
             "per-dimension jump between the last step of one chunk and the first played step "
             "of the next. The simulator's chunks follow the capture time of the observation, "
@@ -341,14 +379,14 @@ def run(full: bool) -> str:
             "largest in-chunk step). A tick more than 3/4 period late plays the step due and "
             "skips one (last column). A closed-loop "
             "run of N chunks ends on a full chunk, so (a) reads high by about 1/N in short "
-            "runs; its steady state is covers / (covers + 0.79 s): 56 / 73 / 45 / 39 % in "
-            "table order.",
+            f"runs; its steady state is covers / (covers + {MEDIAN_S} s): {steady} % in "
+            "table order." + quick,
             fixed_latency_table(fixed_results),
             "### Frontier: requests against staleness\n\nThe same fixed 0.79 s refill, every "
             "named engine setting. Requests per chunk of motion = requests / (seconds moved "
             f"/ chunk length); 1.0 is the floor. Figure: `{figure.relative_to(ROOT)}`.",
             frontier_table(fixed_results + frontier_results),
-            f"Jitter sweep: lognormal latency, median {MEDIAN_S} s, {seconds * 1.2:.0f} s of "
+            f"Jitter sweep: lognormal latency, median {MEDIAN_S} s, {seconds * 1.2:g} s of "
             "motion per run. Underrun rate = separate stalls / chunk boundaries; 'after the "
             f"first {WARMUP}' counts the stalls that began once more than {WARMUP} chunks had "
             "arrived, over the boundaries after them.",
