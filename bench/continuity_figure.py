@@ -75,6 +75,8 @@ def draw(recordings: list[Recording], path: Path) -> None:
     entry = CATALOGUE[MODEL]
     period = 1.0 / entry.control_hz
     fig, axes = plt.subplots(len(recordings), 1, figsize=(8, 7.8), sharex=True, sharey=True)
+    # a quick run's commands end before the window does
+    longest = max(r.commands[-1].monotonic - r.commands[0].monotonic for r in recordings)
     handles: list[Any] = []
     for ax, rec in zip(np.atleast_1d(axes), recordings, strict=True):
         wall = np.array([c.wall for c in rec.commands])
@@ -98,7 +100,7 @@ def draw(recordings: list[Recording], path: Path) -> None:
         )
         ax.set_ylabel(f"joint {JOINT} (rad)", fontsize=8)
         ax.tick_params(labelsize=8)
-        ax.set_xlim(0, WINDOW_S)
+        ax.set_xlim(0, min(WINDOW_S, longest))
     fig.legend(
         handles,
         ["reference now", "command", f"stall (> {STALL_PERIODS:g} periods without a command)"],
