@@ -1,7 +1,8 @@
 """``python -m bench [--full] [names...]``: run benchmarks, print and save their tables.
 
 Every module in this package whose name does not start with an underscore and that defines
-``run(full: bool) -> str`` is a benchmark. Quick mode by default; ``--full`` runs longer.
+``run(full: bool) -> str`` is a benchmark. Quick mode by default, its tables and figures in
+``bench/results/quick/`` (not committed); ``--full`` runs longer and writes ``bench/results/``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench._common import results_dir
+
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
 
 Benchmark = Callable[[bool], str]
 
@@ -46,16 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in args.names if name not in benchmarks]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(benchmarks)}")
-    RESULTS.mkdir(exist_ok=True)
+    results = results_dir(args.full)
+    shown = results.relative_to(HERE.parent)
     for name in args.names or list(benchmarks):
         started = time.monotonic()
         print(f"## {name}\n", flush=True)
         markdown = benchmarks[name](args.full)
-        (RESULTS / f"{name}.md").write_text(markdown.rstrip() + "\n", encoding="utf-8")
+        (results / f"{name}.md").write_text(markdown.rstrip() + "\n", encoding="utf-8")
         print(markdown.rstrip(), flush=True)
-        print(
-            f"\n_({name}: {time.monotonic() - started:.0f} s, saved to bench/results/{name}.md)_\n"
-        )
+        print(f"\n_({name}: {time.monotonic() - started:.0f} s, saved to {shown}/{name}.md)_\n")
     return 0
 
 

@@ -13,12 +13,24 @@ import os
 import platform
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 #: Key used by every benchmark's simulator; never a real credential.
 BENCH_KEY = "sk-bench-0123456789abcdef"
+RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = RESULTS.parents[1]
+
+
+def results_dir(full: bool) -> Path:
+    """Where a run's tables and figures go: a full run's to ``bench/results`` (the committed
+    tables the README quotes), a quick run's to ``bench/results/quick`` (git-ignored), so
+    that ``make bench`` never overwrites them with its shorter, noisier numbers."""
+    path = RESULTS if full else RESULTS / "quick"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -39,6 +51,11 @@ def ratio(value: float, baseline: float) -> str:
     return f"{value / baseline:.2f}x"
 
 
+def counted(count: int, noun: str) -> str:
+    """``1 run``, ``3 runs``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def ms(seconds: float, digits: int = 1) -> str:
     return "-" if not np.isfinite(seconds) else f"{seconds * 1000:.{digits}f}"
 
@@ -57,11 +74,12 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def machine_note(*, full: bool) -> str:
-    """One line saying where and how the numbers were taken."""
+def machine_note(*, full: bool, sizes: str) -> str:
+    """One line saying which mode and sizes produced the numbers (``sizes`` is formatted
+    from the run's own parameters), and where and when they were taken."""
     mode = "full" if full else "quick"
     return (
-        f"_{mode} run, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"_run: {mode} ({sizes}); {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Compare columns within a "
         "table (measured together); absolute times vary between runs._"
     )

@@ -3,12 +3,13 @@
 Against the simulator at a 0.79 s median refill (the real gateway's), for each catalogue
 model: (a) refill when empty (``run(prefetch=False)``, the strictly closed loop); (b) one
 request in flight started from an EMA-of-latency lead time, the new chunk replacing the old
-from its first step (the predecessor client's behaviour, re-implemented below); (c) this
-engine (``run()``). Then a jitter sweep (right-skewed latency up to p99 = 2x median):
-underrun rate per chunk boundary for (b) and (c).
+from its first step (the predecessor client's behaviour, re-implemented in
+``_ema_prefetch``); (c) this engine (``run()``). Then a jitter sweep (right-skewed latency up
+to p99 = 2x median): underrun rate per chunk boundary for (b) and (c).
 
-Every run has its own simulator, arm and process; runs go in parallel to keep quick mode
-short. Nothing here asserts on time: the numbers are the result.
+Every run has its own simulator, arm and process; one model's runs go in parallel. Quick
+mode runs one model (``QUICK_MODELS``), shorter, at one jitter.
+Nothing here asserts on time: the numbers are the result.
 """
 
 from __future__ import annotations
@@ -16,23 +17,18 @@ from __future__ import annotations
 import math
 import multiprocessing
 import time
-from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from bench._common import BENCH_KEY, machine_note, ratio, table
-from sequence_ai_core.playback.engine import Tick
-from sequence_ai_core.playback.engine_config import TickKind
+from bench._common import BENCH_KEY, ROOT, counted, machine_note, ratio, results_dir, table
+from bench._ema_prefetch import EmaPrefetch
 from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.playback.runner import drive
-from sequence_ai_core.playback.stats import Handed, PlaybackStats
-from sequence_ai_core.policy import Policy, connect
-from sequence_ai_core.types import FloatArray, Observation, Prediction
+from sequence_ai_core.policy import connect
+from sequence_ai_core.types import Prediction
 from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm
 
 MEDIAN_S = 0.79
@@ -53,109 +49,17 @@ LABELS = {
     **STRATEGIES,
     **{k: f"{fresh}, max_in_flight={m}" for k, (fresh, m) in FRONTIER.items()},
 }
-FIGURE = Path(__file__).resolve().parent / "results" / "frontier.png"
+FIGURE = "frontier.png"
 #: Lognormal log-sigma -> p99/median = e^(2.326 sigma).
-QUICK_JITTERS = (0.15, 0.3)
+QUICK_JITTERS = (0.3,)
+#: Quick mode's model: the shortest chunk (0.5 s, under the refill), where the strategies
+#: differ most, and the most seams in a short run (a 3 s run of cosmos3 has one at most).
+QUICK_MODELS = ("lingbot-vla-v2-6b",)
 #: Chunk boundaries counted as a run's start in the jitter sweep: with one or two refills
 #: measured nothing is known about the tail, and those stall most
 #: (``sequence_ai_core.playback.timing``).
 WARMUP = 5
 FULL_JITTERS = (0.1, 0.2, 0.3)
-
-
-class EmaPrefetch:
-    """Strategy (b): a buffer of steps played one per tick; one request at a time, started
-    when the buffered time drops below an EMA of measured latency; an arriving chunk
-    replaces the buffer and plays from its first step."""
-
-    ALPHA = 0.3
-
-    def __init__(self, policy: Policy, on_chunk: Callable[[Prediction], None]) -> None:
-        self._policy = policy
-        self._on_chunk = on_chunk
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-ema")
-        self._future: Future[Prediction] | None = None
-        self._started_at = 0.0
-        self._buffer: deque[FloatArray] = deque()
-        self._observed_at = 0.0
-        self._ema: float | None = None
-        self._new_chunk = False
-        self._seq = 0
-        self._first_tick: float | None = None
-        self.stats = PlaybackStats()
-        self._handed: Handed | None = None
-        self.period_s: float | None = None
-        self.requests = 0
-
-    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick:
-        if self._first_tick is None:
-            self._first_tick = now
-        if self._future is not None and self._future.done():
-            self._arrive(self._future.result(), now)
-        result = self._play(now)
-        buffered_s = len(self._buffer) * (self.period_s or 0.0)
-        lead = self._ema if self._ema is not None else 0.0
-        if self._future is None and (not self._buffer or buffered_s <= lead):
-            observation = observe()
-            if observation is not None:
-                self._future = self._pool.submit(self._policy.fetch, observation, {})
-                self._started_at = now
-                self.requests += 1
-        return result
-
-    def _arrive(self, prediction: Prediction, now: float) -> None:
-        latency = now - self._started_at
-        self._ema = latency if self._ema is None else self._ema + self.ALPHA * (latency - self._ema)
-        self.stats.latency.add(latency)
-        chunk = prediction.action_chunk
-        self.period_s = 1.0 / chunk.control_frequency_hz
-        self._buffer = deque(chunk.steps)
-        self._observed_at = self._started_at
-        self._new_chunk = True
-        self._seq += 1
-        self._future = None
-        self._on_chunk(prediction)
-
-    def _play(self, now: float) -> Tick:
-        if not self._buffer:
-            kind: TickKind = "waiting" if self.stats.first_action_at is None else "underrun"
-            if kind == "underrun":
-                self.stats.underrun(now)
-            return Tick(None, kind, 0, -1, False, math.nan)
-        step = self._buffer.popleft()
-        staleness = now - self._observed_at
-        new, self._new_chunk = self._new_chunk, False
-        self._handed = Handed(now, step, staleness, self.period_s or 0.0, new, False)
-        return Tick(step.copy(), "action", self._seq, -1, new, staleness)
-
-    def commit(self) -> None:
-        if self._handed is not None:
-            self.stats.commit(self._handed)
-            self._handed = None
-
-    def wait_any(self, timeout_s: float) -> bool:
-        if self._future is None:
-            return False
-        try:
-            self._future.exception(timeout=timeout_s)
-        except FutureTimeout:
-            return False
-        return True
-
-    def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome:
-        elapsed = time.monotonic() - (self._first_tick or time.monotonic())
-        return self.stats.outcome(
-            reason=reason,
-            stopped_early=stopped_early,
-            elapsed_s=elapsed,
-            action_space=None,
-            retries=0,
-            requests=self.requests,
-            error=None,
-        )
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass(frozen=True)
@@ -240,24 +144,37 @@ def one_run(job: Job, start_at: float) -> Result:
     return Result(model, strategy, jitter, outcome, in_chunk[0], late, late_boundaries)
 
 
-def run_all(jobs: list[Job]) -> list[Result]:
-    """Each run in its own process: runs sharing one interpreter wait for each other's GIL
-    (5 ms switch interval), which shows up as tick jitter and inflates seams."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=len(jobs), mp_context=context) as pool:
-        start_at = time.time() + 1.0 + 0.15 * len(jobs)
-        futures = [pool.submit(one_run, job, start_at) for job in jobs]
+class Runs:
+    """Runs in processes of one pool, a batch at a time, every run of a batch in a process of
+    its own: runs sharing one interpreter wait for each other's GIL (5 ms switch interval),
+    which shows up as tick jitter and inflates seams. The processes are kept from batch to
+    batch; a batch larger than any before waits for its new processes to import."""
+
+    def __init__(self, pool: ProcessPoolExecutor) -> None:
+        self.pool = pool
+        self.started = 0
+
+    def batch(self, jobs: list[Job]) -> list[Result]:
+        warm = len(jobs) <= self.started
+        self.started = max(self.started, len(jobs))
+        start_at = time.time() + (0.3 if warm else 1.0 + 0.15 * len(jobs))
+        futures = [self.pool.submit(one_run, job, start_at) for job in jobs]
         return [future.result() for future in futures]
 
+    def by_model(self, jobs: list[Job]) -> list[Result]:
+        """One model's runs at a time: all of them at once on 2 cores (12 to 20 processes)
+        made ticks late enough to move the short chunks' seams by a step, which one run
+        alone never showed (1.0x the in-chunk step, 4 runs of each)."""
+        results: list[Result] = []
+        for model in CATALOGUE:
+            mine = [job for job in jobs if job[0] == model]
+            if mine:
+                results += self.batch(mine)
+        return results
 
-def by_model(jobs: list[Job]) -> list[Result]:
-    """``run_all`` one model's runs at a time: all of them at once on 2 cores (12 to 20
-    processes) made ticks late enough to move the short chunks' seams by a step, which one
-    run alone never showed (1.0x the in-chunk step, 4 runs of each)."""
-    results: list[Result] = []
-    for model in CATALOGUE:
-        results += run_all([job for job in jobs if job[0] == model])
-    return results
+
+def models_of(results: list[Result]) -> list[str]:
+    return [m for m in CATALOGUE if any(r.model == m for r in results)]
 
 
 def pct(value: float) -> str:
@@ -304,7 +221,7 @@ def frontier_table(results: list[Result]) -> str:
     """Requests per chunk of motion against staleness, per model and engine setting."""
     by_key = {(r.model, r.strategy): r for r in results}
     rows = []
-    for model in CATALOGUE:
+    for model in models_of(results):
         default = by_key[(model, "c")]
         for key in ["c", *FRONTIER]:
             r = by_key[(model, key)]
@@ -334,15 +251,18 @@ def frontier_table(results: list[Result]) -> str:
     return table(headers, rows)
 
 
-def frontier_figure(results: list[Result]) -> None:
+def frontier_figure(results: list[Result], path: Path) -> None:
     """Requests per chunk (x) against staleness p50 (y), one panel per model."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(CATALOGUE), figsize=(4 * len(CATALOGUE), 3.6), sharey=True)
-    for axis, model in zip(axes, CATALOGUE, strict=True):
+    models = models_of(results)
+    fig, axes = plt.subplots(
+        1, len(models), figsize=(4 * len(models), 3.6), sharey=True, squeeze=False
+    )
+    for axis, model in zip(axes[0], models, strict=True):
         for r in (r for r in results if r.model == model and r.strategy in ["c", *FRONTIER]):
             default = r.strategy == "c"
             x, y = r.requests_per_chunk, r.outcome.staleness_p50_s
@@ -352,11 +272,10 @@ def frontier_figure(results: list[Result]) -> None:
         axis.set_title(f"{model} ({CATALOGUE[model].covers_seconds:.2f} s)", fontsize=9)
         axis.set_xlabel("requests per chunk of motion")
         axis.grid(alpha=0.3)
-    axes[0].set_ylabel("staleness p50 (s)")
+    axes[0][0].set_ylabel("staleness p50 (s)")
     fig.suptitle(f"Cost of freshness at a {MEDIAN_S} s refill", fontsize=10)
     fig.tight_layout()
-    FIGURE.parent.mkdir(exist_ok=True)
-    fig.savefig(FIGURE, dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -367,7 +286,7 @@ def _late(stalls: int, boundaries: int) -> str:
 def jitter_table(results: list[Result]) -> str:
     by_key = {(r.model, r.jitter, r.strategy): r for r in results}
     rows = []
-    for model in CATALOGUE:
+    for model in models_of(results):
         for jitter in sorted({r.jitter for r in results}):
             b, c = by_key[(model, jitter, "b")], by_key[(model, jitter, "c")]
             rows.append(
@@ -412,23 +331,46 @@ def jitter_table(results: list[Result]) -> str:
 
 
 def run(full: bool) -> str:
-    seconds = 45.0 if full else 15.0
+    # quick: 3 s runs of one model at one jitter, 22 s (15 s runs of all four models at two
+    # jitters took 270 s). A model's runs last as long as the slowest: (b) and
+    # max_in_flight=1 move 65 % of the time on lingbot-vla-v2-6b, 0.8 s the first refill.
+    seconds = 45.0 if full else 3.0
     jitters = FULL_JITTERS if full else QUICK_JITTERS
+    models = tuple(CATALOGUE) if full else QUICK_MODELS
     # (a) moves 40-75 % of the time: half the motion keeps its wall time near the others'
     share = {"a": 0.5, "b": 1.0, "c": 1.0}
-    fixed = [(m, s, seconds * share[s], 0.0, 1) for m in CATALOGUE for s in STRATEGIES]
-    frontier = [(m, s, seconds, 0.0, 1) for m in CATALOGUE for s in FRONTIER]
-    swept = [(m, s, seconds * 1.2, j, 7) for j in jitters for m in CATALOGUE for s in "bc"]
+    fixed = [(m, s, seconds * share[s], 0.0, 1) for m in models for s in STRATEGIES]
+    frontier = [(m, s, seconds, 0.0, 1) for m in models for s in FRONTIER]
+    swept = [(m, s, seconds * 1.2, j, 7) for j in jitters for m in models for s in "bc"]
     started = time.monotonic()
-    fixed_results = by_model(fixed)
-    frontier_results = by_model(frontier)
-    swept_results = by_model(swept)
-    frontier_figure(fixed_results + frontier_results)
+    context = multiprocessing.get_context("spawn")
+    largest = max(len(STRATEGIES), len(FRONTIER), 2 * len(jitters))  # one model's runs
+    with ProcessPoolExecutor(max_workers=largest, mp_context=context) as pool:
+        runs = Runs(pool)
+        frontier_results = runs.by_model(frontier)  # first: most processes, started once
+        fixed_results = runs.by_model(fixed)
+        swept_results = runs.by_model(swept)
+    figure = results_dir(full) / FIGURE
+    frontier_figure(fixed_results + frontier_results, figure)
+    steady = " / ".join(
+        f"{100 * CATALOGUE[m].covers_seconds / (CATALOGUE[m].covers_seconds + MEDIAN_S):.0f}"
+        for m in models
+    )
+    sizes = (
+        f"{', '.join(models)}; {seconds:g} s of motion per run, {seconds * 1.2:g} s at "
+        f"{counted(len(jitters), 'jitter level')}"
+    )
+    quick = (
+        ""
+        if full
+        else f" Quick run: {', '.join(models)} only, {seconds:g} s runs of a few seams each: "
+        "the seam and requests-per-chunk figures move more between runs than a full run's."
+    )
     return "\n\n".join(
         [
             "# Continuity: time moving at a 0.79 s refill",
-            machine_note(full=full),
-            f"{seconds:.0f} s of motion per run ((a): {seconds / 2:.0f} s), fixed latency. "
+            machine_note(full=full, sizes=sizes),
+            f"{seconds:g} s of motion per run ((a): {seconds * share['a']:g} s), fixed latency. "
             "Duty = time a command covered / time since the first command. Seam = largest "
             "per-dimension jump between the last step of one chunk and the first played step "
             "of the next. The simulator's chunks follow the capture time of the observation, "
@@ -437,14 +379,14 @@ def run(full: bool) -> str:
             "largest in-chunk step). A tick more than 3/4 period late plays the step due and "
             "skips one (last column). A closed-loop "
             "run of N chunks ends on a full chunk, so (a) reads high by about 1/N in short "
-            "runs; its steady state is covers / (covers + 0.79 s): 56 / 73 / 45 / 39 % in "
-            "table order.",
+            f"runs; its steady state is covers / (covers + {MEDIAN_S} s): {steady} % in "
+            "table order." + quick,
             fixed_latency_table(fixed_results),
             "### Frontier: requests against staleness\n\nThe same fixed 0.79 s refill, every "
             "named engine setting. Requests per chunk of motion = requests / (seconds moved "
-            "/ chunk length); 1.0 is the floor. Figure: `bench/results/frontier.png`.",
+            f"/ chunk length); 1.0 is the floor. Figure: `{figure.relative_to(ROOT)}`.",
             frontier_table(fixed_results + frontier_results),
-            f"Jitter sweep: lognormal latency, median {MEDIAN_S} s, {seconds * 1.2:.0f} s of "
+            f"Jitter sweep: lognormal latency, median {MEDIAN_S} s, {seconds * 1.2:g} s of "
             "motion per run. Underrun rate = separate stalls / chunk boundaries; 'after the "
             f"first {WARMUP}' counts the stalls that began once more than {WARMUP} chunks had "
             "arrived, over the boundaries after them.",

@@ -3,7 +3,7 @@
 Runs the three strategies of ``bench/continuity.py`` on lingbot-va-5b (absolute joint
 positions, 0.64 s chunks, shorter than the 0.79 s refill) and draws joint 0 over the
 simulator's reference trajectory, with the stalls (no command for more than 1.5 periods)
-shaded, over the first 12 s of each run. Writes ``bench/results/continuity.png``. The runs
+shaded, over the first 12 s of each run. Writes ``continuity.png`` beside its table. The runs
 are those of ``bench/freshness.py`` when both run in one process.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bench._common import machine_note, ratio
+from bench._common import machine_note, ratio, results_dir
 from bench._common import table as markdown_table
 from bench.continuity import MEDIAN_S, STRATEGIES
 from bench.freshness import FULL_SECONDS, QUICK_SECONDS, Recording, record_strategies
@@ -23,7 +23,7 @@ from sequence_ai_sim.catalogue import SimModel
 
 MODEL = "lingbot-va-5b"
 JOINT = 0
-FIGURE = Path(__file__).resolve().parent / "results" / "continuity.png"
+FIGURE = "continuity.png"
 #: A gap longer than this many periods between two commands is drawn as a stall.
 STALL_PERIODS = 1.5
 #: Seconds drawn: enough for a dozen chunks, short enough to see each seam.
@@ -75,6 +75,8 @@ def draw(recordings: list[Recording], path: Path) -> None:
     entry = CATALOGUE[MODEL]
     period = 1.0 / entry.control_hz
     fig, axes = plt.subplots(len(recordings), 1, figsize=(8, 7.8), sharex=True, sharey=True)
+    # a quick run's commands end before the window does
+    longest = max(r.commands[-1].monotonic - r.commands[0].monotonic for r in recordings)
     handles: list[Any] = []
     for ax, rec in zip(np.atleast_1d(axes), recordings, strict=True):
         wall = np.array([c.wall for c in rec.commands])
@@ -98,7 +100,7 @@ def draw(recordings: list[Recording], path: Path) -> None:
         )
         ax.set_ylabel(f"joint {JOINT} (rad)", fontsize=8)
         ax.tick_params(labelsize=8)
-        ax.set_xlim(0, WINDOW_S)
+        ax.set_xlim(0, min(WINDOW_S, longest))
     fig.legend(
         handles,
         ["reference now", "command", f"stall (> {STALL_PERIODS:g} periods without a command)"],
@@ -121,7 +123,7 @@ def draw(recordings: list[Recording], path: Path) -> None:
 def run(full: bool) -> str:
     seconds = FULL_SECONDS if full else QUICK_SECONDS
     recordings = [r for r in record_strategies(MODEL, seconds) if r.strategy in STRATEGIES]
-    draw(recordings, FIGURE)
+    draw(recordings, results_dir(full) / FIGURE)
     period = 1.0 / CATALOGUE[MODEL].control_hz
     stalled = {r.strategy: sum(end - start for start, end in stalls(r, period)) for r in recordings}
     rows = [
@@ -139,8 +141,8 @@ def run(full: bool) -> str:
     return "\n\n".join(
         [
             "## Continuity figure",
-            machine_note(full=full),
-            f"![joint {JOINT} of {MODEL} against time for three refill strategies]({FIGURE.name})",
+            machine_note(full=full, sizes=f"{seconds:g} s of motion per strategy"),
+            f"![joint {JOINT} of {MODEL} against time for three refill strategies]({FIGURE})",
             markdown_table(headers, rows),
         ]
     )

@@ -37,7 +37,8 @@ from sequence_ai_sim.controlled import JUMP_RAD, SERVO_LAG_S, ControlledJoints
 from sequence_ai_sim.trajectory import Trajectory, TrajectoryPoint
 
 MODELS = ("pi05-droid", "lingbot-va-5b")
-QUICK_SECONDS, FULL_SECONDS = 10.0, 30.0
+#: Quick: recording, then replaying, cost about twice the seconds (9 s at 5, 18 s at 10).
+QUICK_SECONDS, FULL_SECONDS = 4.0, 30.0
 #: Publish-to-callback delay of a message on one machine.
 DELIVERY_S = 0.001
 #: (label, output type, trajectory mode, velocities, controller models it goes to)
@@ -266,10 +267,11 @@ def run(full: bool) -> str:
     ]
     parts = [
         "## Output types into ros2_control controllers",
-        machine_note(full=full),
-        f"{seconds:.0f} s of motion per model at a {MEDIAN_S} s refill; controllers at 500 Hz "
+        machine_note(full=full, sizes=f"{seconds:g} s of motion per model"),
+        f"{seconds:g} s of motion per model at a {MEDIAN_S} s refill; controllers at 500 Hz "
         f"in front of a servo lagging {SERVO_LAG_S * 1000:.0f} ms; messages arrive "
-        f"{DELIVERY_S * 1000:.0f} ms after the tick. Each model's rows replay one recording.",
+        f"{DELIVERY_S * 1000:.0f} ms after the tick. Each model's rows replay one recording."
+        + ("" if full else " Quick run: a few seams per model: the largest jumps rest on them."),
     ]
     for rec in recordings:
         entry = CATALOGUE[rec.model]

@@ -2,8 +2,8 @@
 
 1. A gateway that goes silent mid-run (every refill hangs): the time from the last planned
    step to ``hold``, for ``run()`` against a loop that holds only when an error surfaces
-   (what ``run()`` did before: silence until the request's deadline, here 3 s). Velocity
-   arms keep executing the last command for all of that time.
+   (what ``run()`` did before: silence until the request's deadline, here 3 s, 1 s in quick
+   mode). Velocity arms keep executing the last command for all of that time.
 2. Peak Python memory (tracemalloc) of one request whose answer is the largest body the
    client accepts, and of an 820-byte stacked-gzip body that decodes to 64 MB: the client
    against a plain ``httpx.Client`` (which advertises and decodes gzip without limit).
@@ -25,14 +25,17 @@ from typing import Any
 
 import httpx
 
-from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, table
+from bench._common import BENCH_KEY, counted, machine_note, ms, quantile, ratio, table
 from sequence_ai_core import SequencesError, connect
 from sequence_ai_core.limits import MAX_BODY_BYTES
 from sequence_ai_sim import CATALOGUE, Fault, GatewaySimulator, SimulatedArm
 
 MODELS = ["lingbot-vla-v2-6b", "pi05-droid", "lingbot-va-5b"]
+#: Quick mode's: the shortest and the longest period.
+QUICK_MODELS = ["lingbot-vla-v2-6b", "pi05-droid"]
 #: The baseline's request deadline: what the arm waited for before (30 s by default).
 BASELINE_TIMEOUT_S = 3.0
+QUICK_BASELINE_TIMEOUT_S = 1.0
 
 
 class Timeline:
@@ -79,14 +82,14 @@ def run_hold_delay(model: str) -> float:
     return timeline.hold_at - timeline.last_act
 
 
-def baseline_hold_delay(model: str) -> float:
+def baseline_hold_delay(model: str, deadline_s: float) -> float:
     """``next_action``-free stand-in for the old loop: play the plan, hold only when a
     request's error surfaces (its deadline)."""
     arm = SimulatedArm(model, image_size=(32, 32))
     timeline = Timeline()
     with (
         GatewaySimulator(api_key=BENCH_KEY, latency_s=0.05) as sim,
-        connect(model, api_key=BENCH_KEY, base_url=sim.url, timeout_s=BASELINE_TIMEOUT_S) as p,
+        connect(model, api_key=BENCH_KEY, base_url=sim.url, timeout_s=deadline_s) as p,
     ):
         from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
 
@@ -107,12 +110,12 @@ def baseline_hold_delay(model: str) -> float:
     return timeline.hold_at - timeline.last_act
 
 
-def hold_table(repeats: int) -> str:
+def hold_table(models: list[str], repeats: int, deadline_s: float) -> str:
     rows = []
-    for model in MODELS:
+    for model in models:
         period = 1.0 / CATALOGUE[model].control_hz
         ours = [run_hold_delay(model) for _ in range(repeats)]
-        before = [baseline_hold_delay(model) for _ in range(1)]
+        before = [baseline_hold_delay(model, deadline_s) for _ in range(1)]
         rows.append(
             [model, ms(period, 1), ms(quantile(ours, 0.5), 1), ms(max(ours), 1),
              ratio(max(ours), period), ms(quantile(before, 0.5), 0),
@@ -120,7 +123,7 @@ def hold_table(repeats: int) -> str:
         )  # fmt: skip
     return table(
         ["model", "period ms", "run(): last step to hold, median ms", "max ms", "max / period",
-         f"hold only on error ({BASELINE_TIMEOUT_S:g} s deadline) ms", "before / after"],
+         f"hold only on error ({deadline_s:g} s deadline) ms", "before / after"],
         rows,
     )  # fmt: skip
 
@@ -238,16 +241,26 @@ def memory_table() -> str:
 
 
 def run(full: bool) -> str:
-    repeats = 5 if full else 2
+    # quick: a run() costs about 2 s, the baseline its deadline and 1.5 s more; three
+    # models, two runs each and the 3 s deadline took 26 s
+    repeats = 5 if full else 1
+    models = MODELS if full else QUICK_MODELS
+    deadline = BASELINE_TIMEOUT_S if full else QUICK_BASELINE_TIMEOUT_S
+    sizes = (
+        f"{counted(len(models), 'model')}, {counted(repeats, 'run')} of each, "
+        f"the baseline's deadline {deadline:g} s"
+    )
     return "\n\n".join(
         [
             "### A gateway that goes silent mid-run: last planned step to hold",
-            hold_table(repeats),
+            ("" if full else "Quick run: one run of `run()` per model, so the median and "
+             f"max are that run's, and a {deadline:g} s deadline for the baseline.\n\n")
+            + hold_table(models, repeats, deadline),
             "### Peak memory of one answer",
             memory_table(),
-            machine_note(full=full),
+            machine_note(full=full, sizes=sizes),
         ]
-    )
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

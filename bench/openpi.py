@@ -48,6 +48,11 @@ DIM = 8
 #: The DROID example's open-loop horizon: 8 of the 10 steps, then a blocking call.
 OPEN_LOOP_HORIZON = 8
 LATENCIES = (0.3, 0.8)
+#: Quick mode: one latency, 0.3 s (at 0.8 s the blocking loops (a) and (b) take 5 s for 30
+#: actions instead of 3; bench/rtc.py's quick run is at 0.8 s), and the three loops this
+#: compares (the engine's other settings, (d) and (e), in full runs only).
+QUICK_LATENCIES = (0.3,)
+QUICK_LOOPS = "abc"
 STAMP = "observation/timestamp"
 PROFILE = dataclasses.replace(BUILTIN["droid"], timestamp_key=(STAMP,))
 LOOPS = {
@@ -296,21 +301,32 @@ RUNNERS: dict[str, Callable[[str, int], Log]] = {
 
 
 def run(full: bool) -> str:
-    actions = 450 if full else 150
+    # quick: a loop costs its actions' time, (a) and (b) a blocking refill per chunk on top;
+    # three loops of 30 actions take 9 s, ten loops of 150 took 152 s
+    actions = 450 if full else 30
+    latencies = LATENCIES if full else QUICK_LATENCIES
+    loops = "".join(RUNNERS) if full else QUICK_LOOPS
+    sizes = (
+        f"{actions} actions per loop, loops {', '.join(f'({k})' for k in loops)} at "
+        f"{' and '.join(f'{latency:g} s' for latency in latencies)}"
+    )
     sections = [
         "# openpi: the broker loop, the DROID example and this engine on one real server\n",
-        machine_note(full=full),
+        machine_note(full=full, sizes=sizes),
         f"\nopenpi-server's `WebsocketPolicyServer`, our trajectory policy: {HORIZON}-step "
         f"chunks of {DIM} dims at {HZ:g} Hz ({HORIZON / HZ:.2f} s), fixed inference latency; "
         f"{actions} actions per loop. Duty = time with a fresh command each period; underruns "
         "= gaps over 1.5 periods; seam = largest per-dimension jump at a chunk handover; "
-        "tracking = distance of each command from the reference at the moment it is sent.\n",
-    ]
-    for latency in LATENCIES:
+        "tracking = distance of each command from the reference at the moment it is sent."
+        + ("" if full else f" Quick run: {actions / HORIZON:.0f} chunks per loop, so the seams "
+           "and the ratios rest on a few.")
+        + "\n",
+    ]  # fmt: skip
+    for latency in latencies:
         results: dict[str, Result] = {}
-        for key, loop in RUNNERS.items():
+        for key in loops:
             with peer_process(latency) as url:
-                results[key] = measure(loop(url, actions))
+                results[key] = measure(RUNNERS[key](url, actions))
         base = results["a"]
         rows = []
         for key, result in results.items():

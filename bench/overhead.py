@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, simulator_process, us
-from bench._common import table as markdown_table
+from bench._common import BENCH_KEY, machine_note, quantile, simulator_process
+from bench._overhead_tables import render_cameras, render_cpu, render_loop, render_memory
 from sequence_ai_core.frames import RawFrame
 from sequence_ai_core.gateway.wire import parse_prediction
 from sequence_ai_core.images import encode_image
@@ -175,21 +175,28 @@ class TimedPlayer:
         return self.engine.outcome(reason=reason, stopped_early=stopped_early)
 
 
-def run_loop_overhead(actions: int, hz: float, repeats: int = 3) -> dict[str, dict[str, float]]:
-    """``Policy.run()`` itself at ``hz`` against a hand-written sleep-to-deadline loop over an
-    array, ``repeats`` runs of each in turn; the median run of each is reported. CPU counts
-    from the first action to the last, the same for both (the catalogue lookup and the wait
-    for the first chunk are not the loop's)."""
+def run_loop_overhead(
+    actions: int, rates: tuple[float, ...], repeats: int = 3
+) -> dict[float, dict[str, dict[str, float]]]:
+    """``Policy.run()`` itself at each rate against a hand-written sleep-to-deadline loop over
+    an array, ``repeats`` runs of each in turn (``actions`` at ``LOOP_HZ``, as many seconds at
+    the others); the median run of each is reported. CPU counts from the first action to the
+    last, the same for both (the catalogue lookup and the wait for the first chunk are not
+    the loop's)."""
     obs = SimulatedArm(MODEL, image_size=(32, 24)).observe(instruction="bench")
-    runs: dict[str, list[dict[str, float]]] = {"run()": [], "floor": []}
+    out = {}
     with simulator_process(latency_s=0.02) as url:
-        for _ in range(repeats):
-            runs["run()"].append(_one_run(url, obs, actions, hz))
-            runs["floor"].append(_one_floor(actions, hz))
-    return {
-        name: sorted(stats, key=lambda s: s["cpu_per_action"])[len(stats) // 2]
-        for name, stats in runs.items()
-    }
+        for hz in rates:
+            count = int(actions * hz / LOOP_HZ)
+            runs: dict[str, list[dict[str, float]]] = {"run()": [], "floor": []}
+            for _ in range(repeats):
+                runs["run()"].append(_one_run(url, obs, count, hz))
+                runs["floor"].append(_one_floor(count, hz))
+            out[hz] = {
+                name: sorted(stats, key=lambda s: s["cpu_per_action"])[len(stats) // 2]
+                for name, stats in runs.items()
+            }
+    return out
 
 
 def _one_run(url: str, obs: Observation, actions: int, hz: float) -> dict[str, float]:
@@ -322,115 +329,53 @@ def memory_over_chunks(chunks: int, steps_per_chunk: int = 2) -> list[tuple[int,
 
 
 def run(full: bool) -> str:
-    ticks, repeats, actions, chunks = (
-        (20_000, 2_000, 1_500, 40_000) if full else (5_000, 500, 150, 20_000)
+    # quick: the real-time parts (loops, cameras) take their actions' wall time, and
+    # tracemalloc makes a chunk cost about 1 ms, so those are what quick mode shortens
+    ticks, repeats, actions, camera_actions, chunks = (
+        (20_000, 2_000, 1_500, 1_500, 40_000) if full else (2_000, 500, 20, 40, 3_000)
     )
     ticking = tick_cost(ticks)
     parsing = chunk_cost(repeats)
-    looping = {hz: run_loop_overhead(int(actions * hz / LOOP_HZ), hz) for hz in (LOOP_HZ, 200.0)}
-    cameras = control_thread_cost(actions)
+    looping = run_loop_overhead(actions, (LOOP_HZ, 200.0))
+    cameras = control_thread_cost(camera_actions)
     memory = memory_over_chunks(chunks)
+    sizes = (
+        f"{ticks:,} ticks, {repeats:,} chunks parsed, loops of {actions} actions at "
+        f"{LOOP_HZ:g} Hz x 3, {camera_actions} ticks per camera setting, {chunks:,} chunks traced"
+    )
+    quick_note = (
+        ""
+        if full
+        else f" Quick run: the period errors rest on {actions - 2} intervals at {LOOP_HZ:g} Hz."
+    )
+    memory_note = (
+        ""
+        if full
+        else "\n\nQuick run: fewer chunks than the engine's 10,000-sample windows, which are "
+        "still filling here (memory grows until they are full); the flat part after them "
+        "shows in a full run."
+    )
     return "\n\n".join(
         [
             "## Engine overhead",
-            machine_note(full=full),
+            machine_note(full=full, sizes=sizes),
             f"CPU is the measuring thread's CPU time (`time.thread_time`), so the simulator's "
             f"threads are not counted. Model: {MODEL.short_id}.",
-            render_cpu(ticking, parsing, ticks, repeats),
+            render_cpu(ticking, parsing, ticks, repeats, 1.0 / MODEL.control_hz),
             f"### `run()`'s loop against a bare loop ({actions} actions at {LOOP_HZ:g} Hz, "
             f"{actions * 4} at 200 Hz)",
             "CPU per action on the caller's thread, from the first action to the last: "
             "`Policy.run()` (the engine and its driver) against a loop that sleeps to deadlines "
             "and copies a row of an array; the median of three runs of each, taken in turn. "
-            "Gaps: intervals over 1.5 periods.",
+            "Gaps: intervals over 1.5 periods." + quick_note,
             render_loop(looping),
             "### The control thread's time per tick (50 Hz, two 640x480 cameras)",
             "Caller's-thread CPU and wall time of each tick, all ticks and the ticks that "
             "started a request (they call `observe`). Frames encoded in `observe` (224x224 "
             "JPEG) against `RawFrame`, encoded by the worker that builds the request. The "
             "budget is 5 % of a 20 ms period: 1 ms.",
-            render_cameras(cameras),
-            f"### Memory over {chunks:,} chunks (tracemalloc, engine + wire parsing)",
+            render_cameras(cameras, 1.0 / LOOP_HZ),
+            f"### Memory over {chunks:,} chunks (tracemalloc, engine + wire parsing)" + memory_note,
             render_memory(memory),
         ]
     )
-
-
-def render_cpu(
-    ticking: dict[str, tuple[float, float]], parsing: dict[str, float], ticks: int, repeats: int
-) -> str:
-    tick_cpu, tick_wall = ticking["engine"]
-    floor_cpu, floor_wall = ticking["floor"]
-    period = 1.0 / MODEL.control_hz
-    parsed = parsing["parse_prediction"]
-    rows = [
-        [f"`PlaybackEngine.tick` + `commit`, pre-filled plan ({ticks:,} ticks)", us(tick_cpu),
-         us(tick_wall), ratio(tick_cpu, floor_cpu), f"{tick_wall / period:.2%}"],
-        ["floor: index a numpy array", us(floor_cpu), us(floor_wall), "1.00x",
-         f"{floor_wall / period:.3%}"],
-        [f"`json.loads` + `parse_prediction`, 15x8 chunk ({repeats:,} chunks)",
-         us(parsed), "-", ratio(parsed, parsing["floor"]), "-"],
-        ["floor: `json.loads` + `np.asarray`", us(parsing["floor"]), "-", "1.00x", "-"],
-    ]  # fmt: skip
-    return markdown_table(
-        ["work", "CPU µs", "wall µs", "vs floor", f"of a {period * 1000:.0f} ms period"], rows
-    )
-
-
-def render_loop(looping: dict[float, dict[str, dict[str, float]]]) -> str:
-    rows = []
-    for hz, stats_by_loop in looping.items():
-        floor = stats_by_loop["floor"]
-        for name, stats in stats_by_loop.items():
-            rows.append(
-                [
-                    f"{hz:g} Hz",
-                    "`Policy.run()`" if name != "floor"
-                    else "floor: sleep to deadlines, copy a row",
-                    us(stats["cpu_per_action"]),
-                    ratio(stats["cpu_per_action"], floor["cpu_per_action"]),
-                    ms(stats["jitter_p50"], 2),
-                    ms(stats["jitter_p95"], 2),
-                    ms(stats["jitter_max"], 2),
-                    f"{stats['gaps']:.0f}",
-                    f"{stats['underruns']:.0f}",
-                ]
-            )  # fmt: skip
-    return markdown_table(
-        ["rate", "loop", "CPU µs/action", "vs floor", "period error p50 ms", "p95 ms", "max ms",
-         "gaps > 1.5 periods", "underruns"],
-        rows,
-    )  # fmt: skip
-
-
-def render_cameras(cameras: dict[str, TimedPlayer]) -> str:
-    period = 1 / LOOP_HZ
-    rows = []
-    for name, player in cameras.items():
-        cpu, wall, starts = np.array(player.cpu), np.array(player.wall), np.array(player.starts)
-        for which, mask in (
-            ("every tick", np.ones_like(starts)),
-            ("ticks starting a request", starts),
-        ):
-            c, w = cpu[mask.astype(bool)], wall[mask.astype(bool)]
-            if c.size == 0:
-                continue
-            rows.append(
-                [
-                    name, which, f"{c.size}",
-                    ms(float(np.median(c)), 3), ms(float(c.max()), 3),
-                    f"{c.max() / period:.1%}",
-                    ms(float(np.quantile(w, 0.99)), 3), ms(float(w.max()), 3),
-                ]
-            )  # fmt: skip
-    return markdown_table(
-        ["frames", "ticks", "count", "CPU p50 ms", "CPU max ms", "CPU max / period",
-         "wall p99 ms", "wall max ms"],
-        rows,
-    )  # fmt: skip
-
-
-def render_memory(readings: list[tuple[int, float]]) -> str:
-    base = readings[0][1]
-    rows = [[f"{n:,}", f"{mb:.3f}", f"{(mb - base) * 1000:+.0f}"] for n, mb in readings]
-    return markdown_table(["chunks played", "traced MB", "kB since 100 chunks"], rows)

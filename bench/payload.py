@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio
+from bench._common import BENCH_KEY, counted, machine_note, ms, quantile, ratio
 from bench._common import table as markdown_table
 from sequence_ai_core.gateway.wire import encode_act_request
 from sequence_ai_core.images import encode_image
@@ -117,7 +117,9 @@ def measured_refill(sim: GatewaySimulator, obs: Observation, calls: int) -> floa
 
 def run(full: bool) -> str:
     images = [camera_frame(seed) for seed in range(len(MODEL.camera_views))]
-    repeats, calls = (20, 5) if full else (5, 3)
+    # quick: the simulator charges the modelled upload (2 s per call of the full-size JPEG),
+    # which varies little between calls: one call of each
+    repeats, calls = (20, 5) if full else (3, 1)
     results = [(name, encode_pipeline(p, images, repeats)) for name, p in PIPELINES]
     with GatewaySimulator(api_key=BENCH_KEY, ms_per_kb=MS_PER_KB) as sim:
         for _, result in results:
@@ -128,6 +130,7 @@ def run(full: bool) -> str:
             else:
                 result["refill_s"] = None
     raw = results[0][1]
+    sizes = f"{counted(repeats, 'encode')} per pipeline, {counted(calls, 'refill')} where sent"
     rows = []
     for name, r in results:
         refill = r["refill_s"]
@@ -160,7 +163,7 @@ def run(full: bool) -> str:
     return "\n\n".join(
         [
             "## Payload and image pipeline",
-            machine_note(full=full),
+            machine_note(full=full, sizes=sizes),
             f"Two synthetic {WIDTH}x{HEIGHT} camera frames with sensor noise, {MODEL.short_id}. "
             f"The simulator charges {MS_PER_KB:g} ms per kB of request body (the real gateway's "
             "measured cost) and no model latency, so the refill column is the upload alone. "

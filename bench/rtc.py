@@ -31,7 +31,7 @@ import httpx
 import numpy as np
 
 import sequence_ai_core as sai
-from bench._common import machine_note, quantile, table
+from bench._common import counted, machine_note, quantile, table
 from bench.openpi import DIM, HORIZON, HZ, PROFILE, Camera, Recorder
 from sequence_ai_core.openpi import load_profile
 from sequence_ai_core.playback.runner import drive
@@ -44,6 +44,10 @@ SETUPS = (
     (0.8, {"max_in_flight": 1}),
 )
 DISAGREEMENT = {"agreeing": 0.0, "disagreeing (sd 0.05)": 0.05}
+#: Quick mode: the setup where the prefix changes the seams (at 0.3 s both profiles meet
+#: the goal, at 0.8 s with several requests out neither does), on disagreeing chunks.
+QUICK_SETUPS = ((0.8, {"max_in_flight": 1}),)
+QUICK_LEVELS = ("disagreeing (sd 0.05)",)
 PROFILES = {
     "droid": PROFILE,
     "droid+rtc": dataclasses.replace(
@@ -104,18 +108,30 @@ def seams(
 
 
 def run(full: bool) -> str:
-    actions = 450 if full else 150
+    # quick: a run costs its actions' time and about 0.5 s to start its server (45 actions,
+    # one setup, disagreeing chunks: 12 s); twelve runs of 150 took 158 s
+    actions = 450 if full else 45
+    setups = SETUPS if full else QUICK_SETUPS
+    levels = tuple(DISAGREEMENT) if full else QUICK_LEVELS
+    sizes = (
+        f"{actions} actions per run; {counted(len(setups), 'setup')}, "
+        f"{counted(len(levels), 'disagreement level')}, {counted(len(PROFILES), 'profile')}"
+    )
     sections = [
         "# rtc: seams with and without the real-time-chunking prefix, on one real server\n",
-        machine_note(full=full),
+        machine_note(full=full, sizes=sizes),
         f"\nopenpi-server's `WebsocketPolicyServer`, the ideal RTC policy: {HORIZON}-step "
         f"chunks of {DIM} dims at {HZ:g} Hz ({HORIZON / HZ:.2f} s), fixed inference latency; "
         f"`run()`'s engine, {actions} actions per run. Seam and in-chunk step as in "
-        "bench/rtc.py's docstring; the goal is seam max / in-chunk max <= 1.10.\n",
-    ]
-    for latency, settings in SETUPS:
+        "bench/rtc.py's docstring; the goal is seam max / in-chunk max <= 1.10."
+        + ("" if full else f" Quick run: one setup, disagreeing chunks, about "
+           f"{actions / HORIZON - 1:.0f} seams per run.")
+        + "\n",
+    ]  # fmt: skip
+    for latency, settings in setups:
         rows = []
-        for level, sd in DISAGREEMENT.items():
+        for level in levels:
+            sd = DISAGREEMENT[level]
             for name, profile in PROFILES.items():
                 with rtc_peer(latency, sd) as url:
                     at_seams, in_chunk = seams(url, profile, actions, settings)

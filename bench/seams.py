@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from bench._common import BENCH_KEY, machine_note, quantile, table
+from bench._common import BENCH_KEY, ROOT, counted, machine_note, quantile, results_dir, table
 from bench._seam_clock import LATENCY_S, Record, episode
 from bench._seam_metrics import Measured, measure
 from sequence_ai_core.action_spaces import seam_unit
@@ -48,7 +48,7 @@ STRATEGIES = {
     "smooth": "(d') smooth: cosine, slew-limited",
     "overlap": "(e) overlap cross-fade (refills k steps early)",
 }
-FIGURE = Path(__file__).resolve().parent / "results" / "seams.png"
+FIGURE = "seams.png"
 FIGURE_MODELS = ("lingbot-va-5b", "pi05-droid")
 
 
@@ -264,7 +264,7 @@ def live_table(models: tuple[str, ...], seconds: float) -> str:
     return table(HEADERS, rows)
 
 
-def figure(records: dict[tuple[str, str], Record], level: str) -> None:
+def figure(records: dict[tuple[str, str], Record], level: str, path: Path) -> None:
     """One joint through several seams, per strategy (rows) and model (columns)."""
     import matplotlib
 
@@ -295,8 +295,7 @@ def figure(records: dict[tuple[str, str], Record], level: str) -> None:
         axes[len(STRATEGIES) // 2][column].set_ylabel(seam_unit(entry.action_space))
     fig.suptitle(f"Hand-over at each seam, disagreement {level}", fontsize=10)
     fig.tight_layout()
-    FIGURE.parent.mkdir(exist_ok=True)
-    fig.savefig(FIGURE, dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -314,7 +313,9 @@ def _plans(axis: Any, record: Record, span: slice, joint: int) -> None:
 
 
 def run(full: bool) -> str:
-    runs, seconds = (10, 60.0) if full else (4, 30.0)
+    # quick: the exact-clock matrix costs CPU in proportion to runs x seconds (4 x 30 s: about
+    # 20 s), the real-time check its seconds and each model's processes' start
+    runs, seconds = (10, 60.0) if full else (2, 15.0)
     started = time.monotonic()
     results: dict[tuple[str, str, str], list[Measured]] = {}
     rows, shown = [], {}
@@ -326,15 +327,27 @@ def run(full: bool) -> str:
                 rows.append(row(model, level, strategy, measured))
                 if level == "mode_switch" and model in FIGURE_MODELS:
                     shown[(model, strategy)] = records[0]
-    figure(shown, "mode_switch")
+    path = results_dir(full) / FIGURE
+    figure(shown, "mode_switch", path)
     matrix_s = time.monotonic() - started
-    live_models = tuple(CATALOGUE) if full else ("pi05-droid", "lingbot-va-5b")
-    live_seconds = 30.0 if full else 8.0
+    live_models = tuple(CATALOGUE) if full else ("lingbot-va-5b",)
+    live_seconds = 30.0 if full else 3.0
     checked = live_table(live_models, live_seconds)
+    sizes = (
+        f"{counted(runs, 'episode')} x {seconds:g} s per row; real time: "
+        f"{counted(len(live_models), 'model')} x {live_seconds:g} s"
+    )
+    seams = [runs * round(seconds / m.covers_seconds - 1) for m in CATALOGUE.values()]
+    quick = (
+        ""
+        if full
+        else f" Quick run: {runs} episodes of {seconds:g} s, so a row's p95 rests on "
+        f"{min(seams)} to {max(seams)} seams, and the real-time check is one model's."
+    )
     return "\n\n".join(
         [
             "# Seams: hand-over between chunks that disagree",
-            machine_note(full=full),
+            machine_note(full=full, sizes=sizes),
             __doc__.split("\n\n", 1)[1].strip() if __doc__ else "",
             f"{runs} episodes of {seconds:.0f} s of motion per row, fixed {LATENCY_S} s "
             "refill, exact clock. Seam step: the largest change between two commands from a "
@@ -344,7 +357,7 @@ def run(full: bool) -> str:
             "plan (at most the periods to the next seam). Off plan: how far (position) the "
             "commands take the arm from where the played plan would. Steady requests: after "
             "the first 5 seams. max_step: 0.5 rad/s per step on velocity models "
-            "(config/pi05_droid.yaml), twice the largest in-chunk step on lingbot-va-5b.",
+            "(config/pi05_droid.yaml), twice the largest in-chunk step on lingbot-va-5b." + quick,
             table(HEADERS, rows),
             "### The default against the goals",
             goals(results),
@@ -357,7 +370,7 @@ def run(full: bool) -> str:
             "per run, calibrated disagreement, (a) and the default side by side, one model's "
             "runs at a time.",
             checked,
-            "Figure: `bench/results/seams.png` (one joint through several seams at "
+            f"Figure: `{path.relative_to(ROOT)}` (one joint through several seams at "
             "`mode_switch`, every strategy).",
             f"_{len(rows) * runs} episodes on the exact clock in {matrix_s:.0f} s, "
             f"{2 * len(live_models)} real-time runs; {time.monotonic() - started:.0f} s wall._",
