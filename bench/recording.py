@@ -208,15 +208,19 @@ def recorded_continuity_run(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def continuity_agreement(seconds: float, *, figure: bool) -> list[list[str]]:
+#: Quick runs: one model whose chunks are longer than the refill and one shorter.
+QUICK_MODELS = ("pi05-droid", "lingbot-vla-v2-6b")
+
+
+def continuity_agreement(seconds: float, *, full: bool) -> list[list[str]]:
     """Every catalogue model, strategies (a) and (c), each run in a process of its own (the
     two numbers compared come from the same run, so sharing the cores cannot part them)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     jobs = [
-        (model, prefetch, seconds, figure and (model, prefetch) == FIGURE_RUN)
-        for model in CATALOGUE
+        (model, prefetch, seconds, full and (model, prefetch) == FIGURE_RUN)
+        for model in (CATALOGUE if full else QUICK_MODELS)
         for prefetch in (False, True)
     ]
     context = multiprocessing.get_context("spawn")
@@ -233,21 +237,24 @@ def continuity_agreement(seconds: float, *, figure: bool) -> list[list[str]]:
 
 
 def run(full: bool) -> str:
-    messages, actions, repeats, seconds = (20_000, 500, 5, 60.0) if full else (2_000, 100, 2, 5.0)
+    messages, actions, repeats, seconds = (20_000, 500, 5, 60.0) if full else (2_000, 60, 2, 3.0)
     hz = 50.0
     writers = writer_cost(messages)
     loops = loop_cost(actions, hz, repeats)
     size, images, played = episode_size(seconds)
-    agreement = continuity_agreement(20.0 if full else 4.0, figure=full)
+    continuity_s = 20.0 if full else 3.0
+    agreement = continuity_agreement(continuity_s, full=full)
     per_minute = 60.0 / played
     on, off = loops["recording"], loops["off"]
     lines = [
         "## Recording",
         "",
-        machine_note(full=full),
-        "",
-        f"_run: {'full' if full else 'quick'}: {messages} messages per writer; {repeats} runs "
-        f"of {actions} actions at {hz:g} Hz each way; a {seconds:g} s episode for the size._",
+        machine_note(
+            full=full,
+            sizes=f"{messages} messages per writer; {repeats} runs of {actions} actions at "
+            f"{hz:g} Hz each way; a {seconds:g} s episode for the size; "
+            f"{len(agreement)} continuity runs of {continuity_s:g} s",
+        ),
         "",
         "### The writer: one `sensor_msgs/JointState` serialized and written to MCAP",
         "",
@@ -307,7 +314,7 @@ def run(full: bool) -> str:
         "",
         "### The report against the outcome, on the continuity benchmark's runs",
         "",
-        f"Each row one run recorded ({'20' if full else '4'} s, the refill time of "
+        f"Each row one run recorded ({continuity_s:g} s, the refill time of "
         f"bench/continuity.py, jitter {CONTINUITY_JITTER}); each cell the `RunOutcome`'s number "
         "/ the one `sequence-ai report` counts from the bag's streams.",
         "",
