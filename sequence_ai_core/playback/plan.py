@@ -307,9 +307,10 @@ class ChunkPlan:
         action = raw.copy()  # what the caller gets; the plan's copy stays untouched
         correction = None if self._blender is None else self._blender.take(planned, index)
         # a correction of zeros (a hand-over finished at once) leaves the plan as it was
-        blended = correction is not None and bool(correction.any())
-        if blended:
+        blended = False
+        if correction is not None and correction.any():
             action += correction
+            blended = True
         return PlannedStep(planned, index, raw, action, new_chunk, skipped, late, blended)
 
     def _hand_over(self, planned: PlannedChunk, index: int) -> None:
