@@ -19,6 +19,8 @@ from sequence_ai_core.errors import Stalled
 from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.playback.engine_config import DEFAULT_STALL_TIMEOUT_S, RunConfig
 from sequence_ai_core.playback.episode import Episode
+from sequence_ai_core.playback.journal import Unrecorded
+from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.playback.runner import drive
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.types import FloatArray
@@ -214,3 +216,33 @@ def test_an_episode_given_no_bound_ends_stalled_at_the_default() -> None:
     one.engine.close()
     assert isinstance(stalled, Stalled) and episode.actions == 15
     assert DEFAULT_STALL_TIMEOUT_S < now - last_action <= DEFAULT_STALL_TIMEOUT_S + 2 / 15
+
+
+class _BrokenJournal(Unrecorded):
+    """A journal whose hold fails, noting what it was told and when."""
+
+    def __init__(self, told: list[str]) -> None:
+        self.told = told
+
+    def hold(self, reason: str) -> None:
+        self.told.append(f"journal:{reason}")
+        raise RuntimeError("the journal failed")
+
+    def outcome(self, outcome: RunOutcome) -> None:
+        self.told.append(f"outcome:{outcome.reason}")
+
+
+def test_a_failing_journal_never_comes_between_a_stop_and_its_one_hold(
+    policy: Policy,
+) -> None:
+    """The hold goes out first, once; the journal is told after, and the outcome still."""
+    told: list[str] = []
+    with PlaybackEngine(policy, EngineConfig()) as engine:
+        episode = Episode(
+            engine, max_actions=5, hold=lambda: told.append("hold"), journal=_BrokenJournal(told)
+        )
+        with pytest.raises(RuntimeError, match="the journal failed"):
+            episode.stop("estop")
+        assert episode.stop("stopped") is None  # ended once: no second hold
+    assert told == ["hold", "journal:estop", "outcome:estop"]
+    assert episode.outcome.reason == "estop"

@@ -57,7 +57,7 @@ class Episode:
     (``run()``). The node passes its own ``hold_underrun`` (absolute targets hold by
     themselves), and then every early stop calls ``hold``. ``stall_timeout_s`` has
     ``RunConfig``'s rule and default: no episode holds on an empty plan unbounded.
-    ``journal`` is told of every hold (before it is called) and of the outcome.
+    ``journal`` is told of every hold (once it was called) and of the outcome.
     """
 
     def __init__(
@@ -165,10 +165,14 @@ class Episode:
         outcome = self._engine.outcome(reason=why, stopped_early=early)
         self._outcome = outcome if error is None else replace(outcome, error=error)
         self.detail = detail
-        if early and not self._held:
-            self._journal.hold(why)
-            self._call_hold(error if reason is None else None)
-        self._journal.outcome(self._outcome)
+        try:
+            if early and not self._held:
+                try:
+                    self._call_hold(error if reason is None else None)
+                finally:  # the hold first: nothing a journal does can come before it
+                    self._journal.hold(why)
+        finally:
+            self._journal.outcome(self._outcome)
         return self._outcome
 
     def observing(
@@ -190,13 +194,13 @@ class Episode:
 
     def _hold_for_underrun(self) -> None:
         if self._hold_underrun is not None:
-            self._journal.hold("underrun")
             self._hold_underrun()
+            self._journal.hold("underrun")
         elif not self._held:
             self._held = True
-            self._journal.hold("underrun")
             if self._hold is not None:
                 self._hold()
+            self._journal.hold("underrun")
 
     def _call_hold(self, original: BaseException | None) -> None:
         self._held = True
