@@ -59,6 +59,11 @@ class RecordWriter:
         self.stopped = ""
         #: Nothing more can be written (a plain store, read by the control thread).
         self.failed = False
+        self._converters: dict[str, Callable[..., list[Message]]] = {
+            "request": self._request, "image": self._image, "chunk": self._chunk,
+            "event": self._event, "command": self._command, "hold": self._hold,
+            "outcome": self._outcome,
+        }  # fmt: skip
 
     def open(self, views: Sequence[str] = ()) -> None:
         """Before the episode, on the caller's thread: creating the bag and its topics and
@@ -178,12 +183,7 @@ class RecordWriter:
     # ------------------------------------------------------------------ records
 
     def _convert(self, bag: BagFile, kind: str, ns: int, fields: tuple[Any, ...]) -> list[Message]:
-        converters: dict[str, Callable[..., list[Message]]] = {
-            "request": self._request, "image": self._image, "chunk": self._chunk,
-            "event": self._event, "command": self._command, "hold": self._hold,
-            "outcome": self._outcome,
-        }  # fmt: skip
-        return converters[kind](bag, ns, *fields)
+        return self._converters[kind](bag, ns, *fields)
 
     def _status(
         self, bag: BagFile, topic: topics.Topic, name: str, message: str,
