@@ -2,10 +2,11 @@
 
 ``FlightRecorder`` is a ``playback.journal.Journal``: the engine, the episode and the driver
 tell it what happens, on the control thread, where each call only appends a tuple to a
-queue (a command: 1-2 µs). A writer thread turns the records into messages and writes them
-(``writer``). Nothing here may stop an arm or hold up a tick: when the queue is full, the
-bag over its cap, the path unwritable or the disk full, records are dropped and counted,
-one warning says why, and the episode goes on.
+queue (a command: 0.8 µs of thread CPU, 1.1 µs with the copy of a blended one, over 20,000
+calls). A writer thread turns the records into messages and writes them (``writer``).
+Nothing here may stop an arm or hold up a tick: when the queue is full, the bag over its
+cap, the path unwritable or the disk full, records are dropped and counted, one warning
+says why, and the episode goes on.
 """
 
 from __future__ import annotations
