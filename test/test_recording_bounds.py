@@ -40,7 +40,7 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "cap", [{"max_bytes": 6000}, {"max_duration_s": 0.5}], ids=["size", "duration"]
+    "cap", [{"max_bytes": 6000}, {"max_duration_s": 1.0}], ids=["size", "duration"]
 )
 def test_a_cap_stops_recording_and_the_episode_plays_on(
     sim: GatewaySimulator, tmp_path: Path, caplog: pytest.LogCaptureFixture, cap: Any
