@@ -83,12 +83,16 @@ class Log:
 
 
 @contextlib.contextmanager
-def peer_process(latency_s: float) -> Iterator[str]:
+def peer_process(
+    latency_s: float, module: str = "sequence_ai_sim.openpi_peer", *more: str
+) -> Iterator[str]:
+    """A peer server (``module``: openpi_peer or rtc_peer) in a process of its own, with
+    ``more`` arguments; yields its URL once it answers."""
     port = free_port()
-    command = [sys.executable, "-m", "sequence_ai_sim.openpi_peer", "--port", str(port)]
+    command = [sys.executable, "-m", module, "--port", str(port)]
     command += ["--latency", str(latency_s), "--dim", str(DIM), "--hz", str(HZ)]
     process = subprocess.Popen(
-        [*command, "--horizon", str(HORIZON)],
+        [*command, "--horizon", str(HORIZON), *more],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

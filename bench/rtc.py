@@ -21,21 +21,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import numpy as np
 
 import sequence_ai_core as sai
 from bench._common import counted, machine_note, quantile, table
-from bench.openpi import DIM, HORIZON, HZ, PROFILE, Camera, Recorder
+from bench.openpi import DIM, HORIZON, HZ, PROFILE, Camera, Recorder, peer_process
 from sequence_ai_core.openpi import load_profile
 from sequence_ai_core.playback.runner import drive
-from sequence_ai_sim.openpi_peer import free_port
 
 #: (inference latency, engine settings) per table.
 SETUPS = (
@@ -56,24 +51,10 @@ PROFILES = {
 }
 
 
-@contextlib.contextmanager
-def rtc_peer(latency_s: float, disagreement: float) -> Iterator[str]:
-    port = free_port()
-    command = [sys.executable, "-m", "sequence_ai_sim.rtc_peer", "--port", str(port)]
-    command += ["--latency", str(latency_s), "--dim", str(DIM), "--hz", str(HZ)]
-    command += ["--horizon", str(HORIZON), "--disagreement", str(disagreement), "--seed", "7"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20.0
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).is_success:
-                    break
-            time.sleep(0.05)
-        yield f"ws://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+def rtc_peer(latency_s: float, disagreement: float) -> contextlib.AbstractContextManager[str]:
+    return peer_process(
+        latency_s, "sequence_ai_sim.rtc_peer", "--disagreement", str(disagreement), "--seed", "7"
+    )
 
 
 def seams(

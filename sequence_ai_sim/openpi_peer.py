@@ -181,14 +181,19 @@ def serving(policy: Any, **kwargs: Any) -> Iterator[PeerServer]:
         yield server
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def peer_parser(description: str | None) -> argparse.ArgumentParser:
+    """The command line of a peer server: where it listens and the chunks it answers."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--dim", type=int, default=8)
     parser.add_argument("--hz", type=float, default=15.0)
     parser.add_argument("--horizon", type=int, default=10)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = peer_parser(__doc__).parse_args()
     policy = TrajectoryPolicy(
         action_dim=args.dim, control_hz=args.hz, horizon=args.horizon, latency_s=args.latency
     )

@@ -27,7 +27,6 @@ with no disagreement is exactly ``TrajectoryPolicy``'s answer.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .disagreement import Spread
-from .openpi_peer import TrajectoryPolicy, lookup, reference
+from .openpi_peer import TrajectoryPolicy, lookup, peer_parser, reference
 
 #: A plan: times (n,) to steps (n, dim).
 # an alias is evaluated at import: numpy 1.21's ndarray cannot be subscripted then, NDArray can
@@ -96,12 +95,7 @@ class RtcTrajectoryPolicy(TrajectoryPolicy):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--latency", type=float, default=0.0)
-    parser.add_argument("--dim", type=int, default=8)
-    parser.add_argument("--hz", type=float, default=15.0)
-    parser.add_argument("--horizon", type=int, default=10)
+    parser = peer_parser(__doc__)
     parser.add_argument(
         "--disagreement", type=float, default=0.0, help="per-chunk offset and drift sd"
     )
