@@ -8,6 +8,7 @@ from ._version import __version__
 from .errors import (
     AuthError,
     ChunkExhausted,
+    ChunkRefused,
     ConfigurationError,
     InvalidRequest,
     InvalidResponse,
@@ -38,6 +39,7 @@ __all__ = [
     "ActionChunk",
     "AuthError",
     "ChunkExhausted",
+    "ChunkRefused",
     "ChunkSource",
     "ConfigurationError",
     "DriverGuard",

@@ -155,6 +155,13 @@ class InvalidResponse(SequencesError):
     robot."""
 
 
+class ChunkRefused(SequencesError):
+    """Your check of a whole chunk (``run(validate_chunk=)``, the node's ``ValidateChunk``
+    service) refused it: it returned False or something other than a boolean, raised this
+    error with the reason, or did not answer within ``chunk_validator_timeout_s``. No step of
+    the chunk reaches the robot; the run ends with reason ``validate``, after the hold."""
+
+
 class ChunkExhausted(SequencesError):
     """Nothing to play and no observation to ask with: ``next_action()`` without
     ``observation=``, or ``run()`` whose ``observe()`` kept returning None for

@@ -29,7 +29,7 @@ from .playback.outcome import RunOutcome
 from .playback.runner import run_policy
 from .playback.source import DriverGuard, PlannedPrefix
 from .recording.config import RecordConfig
-from .types import FloatArray, Model, Observation, Prediction, full_model_id
+from .types import ActionChunk, FloatArray, Model, Observation, Prediction, full_model_id
 
 if TYPE_CHECKING:
     from .openpi.backend import OpenpiBackend
@@ -192,6 +192,7 @@ class Policy:
         *,
         max_actions: int,
         validate: Callable[[FloatArray], Any] | None = None,
+        validate_chunk: Callable[[ActionChunk, Observation], Any] | None = None,
         hold: Callable[[], None] | None = None,
         on_chunk: Callable[[Prediction], None] | None = None,
         on_underrun: Callable[[float], None] | None = None,
@@ -202,6 +203,7 @@ class Policy:
         smooth_seam: int | None = None,
         freshness: Freshness | None = None,
         stall_timeout_s: float | None = None,
+        chunk_validator_timeout_s: float | None = None,
         options: Mapping[str, Any] | None = None,
         record: str | PathLike[str] | RecordConfig | None = None,
     ) -> RunOutcome:
@@ -214,7 +216,9 @@ class Policy:
         ``record`` (a directory, or a ``recording.RecordConfig``) records the episode
         into a new rosbag2 bag there: what was observed, each chunk, each command ``act``
         received, every hold and event, and the outcome (``outcome.recording`` is its path).
-        It needs the ``record`` extra (rosbags). See ``runner.run_policy`` for the rest.
+        It needs the ``record`` extra (rosbags). ``validate_chunk(chunk, observation)`` checks
+        each whole chunk before any step of it plays (bounded by ``chunk_validator_timeout_s``);
+        a refusal ends the run like ``validate``'s. See ``runner.run_policy`` for the rest.
         """
         settings = RunConfig.of(config).updated(
             prefetch=prefetch,
@@ -223,6 +227,7 @@ class Policy:
             smooth_seam=smooth_seam,
             freshness=freshness,
             stall_timeout_s=stall_timeout_s,
+            chunk_validator_timeout_s=chunk_validator_timeout_s,
             options=options,
         )
         recorder = None if record is None else self._recorder(record)
@@ -233,6 +238,7 @@ class Policy:
                 act,
                 max_actions=max_actions,
                 validate=validate,
+                validate_chunk=validate_chunk,
                 hold=hold,
                 on_chunk=on_chunk,
                 on_underrun=on_underrun,

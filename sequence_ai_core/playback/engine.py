@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import InvalidRequest, InvalidResponse, SequencesError
 from ..types import ActionChunk, FloatArray, Observation, Prediction
+from .chunk_gate import ChunkCheck, raise_checks_own
 from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, Tick
 from .handover import Blender
 from .inflight import InFlight, Request
@@ -62,7 +63,8 @@ class PlaybackEngine:
     one while another driver holds the source raises ``SequencesError``; ``close()`` lets go.
     ``executor`` runs the requests (default: ``max_in_flight`` worker threads, created on
     the first request); one given is the caller's to shut down. A driver calls ``commit()``
-    for each action it sent (``episode.Episode`` does).
+    for each action it sent (``episode.Episode`` does). ``validate_chunk(chunk, observation)``
+    checks each whole chunk on the worker before any step of it plays (``chunk_gate``).
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class PlaybackEngine:
         on_underrun: Callable[[float], None] | None = None,
         executor: Executor | None = None,
         journal: Journal | None = None,
+        validate_chunk: ChunkCheck | None = None,
     ) -> None:
         settings = (config if config is not None else EngineConfig()).at_rate(source.control_hz)
         source.guard.claim(self)  # before any set-up, after the rate's check: none leaks
@@ -91,7 +94,7 @@ class PlaybackEngine:
         self.period_s: float | None = self.config.period_s
         self.phase: Phase = "waiting"
         self._handed: Handed | None = None
-        self._requests = InFlight(source, self.config, executor)
+        self._requests = InFlight(source, self.config, executor, validate_chunk)
         blender = Blender(
             settings.handover, steps=settings.smooth_seam, rate=settings.handover_rate
         )
@@ -116,8 +119,9 @@ class PlaybackEngine:
 
         Raises the typed error that ends the episode (auth, credit, invalid request or
         response, warming after the first action or past ``startup_timeout_s``, a transient
-        error once the plan no longer covers a retry). After that every tick raises it again.
-        """
+        error once the plan no longer covers a retry, a refused chunk: ``ChunkRefused``), and
+        an exception of ``validate_chunk``'s own as it raised it. After that every tick raises
+        the typed error again."""
         if self.phase == "closed":
             raise RuntimeError("PlaybackEngine is closed")
         if self._error is not None:
@@ -263,6 +267,7 @@ class PlaybackEngine:
         holding = held and self._plan.due(now) is None
         for request in done:
             self._requests.remove(request)
+            raise_checks_own(request.future)  # the caller's bug, not a failed refill
             try:
                 prepared = request.future.result()
             except CancelledError:

@@ -25,6 +25,10 @@ DEFAULT_FRESHNESS: Freshness = "round_trip"
 #: takes ~0.8 s on the real gateway; the closed loop (``prefetch=False``) waits that long on
 #: every chunk, so the bound leaves room for a refill twice as slow.
 DEFAULT_STALL_TIMEOUT_S = 2.0
+#: How long a check of a whole chunk (``validate_chunk``) may take. Its time is part of the
+#: refill, which prefetch plans for, so this bounds what a stuck check costs; a local
+#: service answers well within it.
+DEFAULT_CHUNK_VALIDATOR_TIMEOUT_S = 0.5
 #: What a tick did: played an action, waited for the first chunk, or found nothing to play.
 TickKind = Literal["action", "waiting", "underrun"]
 
@@ -88,6 +92,10 @@ def _count(value: int, minimum: int) -> bool:
     return not isinstance(value, bool) and value >= minimum
 
 
+def _positive_finite(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value < math.inf
+
+
 def _rate_in_range(hz: object) -> bool:
     if isinstance(hz, bool) or not isinstance(hz, (int, float)):
         return False
@@ -141,6 +149,9 @@ class EngineConfig:
     #: The gripper dimensions the model's catalogue entry names (openpi profiles do), by
     #: index; excluded as well (``with_catalogue`` fills it).
     expected_gripper_dims: tuple[int, ...] = ()
+    #: The most ``validate_chunk`` may take over one chunk (``chunk_gate``); a check that
+    #: has not answered by then refuses the chunk.
+    chunk_validator_timeout_s: float = DEFAULT_CHUNK_VALIDATOR_TIMEOUT_S
 
     def __post_init__(self) -> None:
         given: object = self.options  # run(options=...) passes anything through
@@ -161,11 +172,14 @@ class EngineConfig:
         _require(ok, "expected_covers_s", f"must be positive, got {covers}")
         check_control_hz(self.control_hz)
         check_control_hz(self.expected_control_hz, "expected_control_hz")
+        bound = self.chunk_validator_timeout_s
+        problem = f"must be positive and finite, got {bound!r}"
+        _require(_positive_finite(bound), "chunk_validator_timeout_s", problem)
 
     def _check_handover(self) -> None:
         handover, rate, grippers = self.handover, self.handover_rate, self.gripper_dims
         _require(handover in HANDOVERS, "handover", f"must be one of {HANDOVERS}, got {handover!r}")
-        ok = not isinstance(rate, bool) and isinstance(rate, (int, float)) and 0 < rate < math.inf
+        ok = _positive_finite(rate)
         _require(ok, "handover_rate", f"must be positive and finite, got {rate!r}")
         _require(_count(grippers, 0), "gripper_dims", f"must be >= 0, got {grippers}")
         given = self.expected_gripper_dims

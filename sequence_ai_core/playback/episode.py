@@ -4,7 +4,8 @@ A driver ticks the engine and does the I/O (pacing, ``act`` or a publisher); the
 decides what each tick means, so both drivers count, stop and hold alike (DESIGN §4):
 
 - an action is *offered* with the driver's verdict on it (``validate``, the node's safety
-  checks); a refusal ends the episode (``validate``) and nothing is sent;
+  checks); a refusal ends the episode (``validate``) and nothing is sent; so does a chunk
+  the chunk gate refused (``ChunkRefused``, whichever driver saw it);
 - the action that actually went out is *committed*: the engine counts it, and ``commit``
   says when ``max_actions`` is reached (the driver then stops with ``completed``);
 - an empty tick after the first action is an underrun: one hold per spell, and a plan that
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal, Protocol
 
-from ..errors import ChunkExhausted, SequencesError, Stalled
+from ..errors import ChunkExhausted, ChunkRefused, SequencesError, Stalled
 from ..types import Observation
 from .engine_config import DEFAULT_STALL_TIMEOUT_S, TickKind, check_stall_timeout
 from .journal import UNRECORDED, Journal
@@ -151,8 +152,8 @@ class Episode:
         error: BaseException | None = None,
         detail: str = "",
     ) -> RunOutcome | None:
-        """End the episode: ``reason``, or ``raised:<Class>`` of ``error`` when None. Holds
-        once on an early stop. None if it had ended already (no second hold).
+        """End the episode: ``reason``, or when None ``raised:<Class>`` of ``error`` (``validate``
+        for a ``ChunkRefused``). Holds once on an early stop. None if it had ended already.
 
         If ``hold`` raises while an error ends the episode, that error is kept and the hold
         failure logged; otherwise the hold failure propagates (the episode has ended)."""
@@ -160,7 +161,7 @@ class Episode:
             return None
         if reason is None and error is None:
             raise ValueError("stop() needs a reason or an error")
-        why = reason if reason is not None else f"raised:{type(error).__name__}"
+        why = reason if reason is not None else _reason_of(error)
         early = why != "completed"
         outcome = self._engine.outcome(reason=why, stopped_early=early)
         self._outcome = outcome if error is None else replace(outcome, error=error)
@@ -214,3 +215,8 @@ class Episode:
             log.error(
                 "hold() raised %s while stopping on %s", type(exc).__name__, original, exc_info=exc
             )
+
+
+def _reason_of(error: BaseException | None) -> str:
+    # a refused chunk is refused like a refused action: both drivers end on ``validate``
+    return "validate" if isinstance(error, ChunkRefused) else f"raised:{type(error).__name__}"

@@ -5,6 +5,7 @@ once started, says when one has completed, and cancels them on close. The worker
 request (images included) and check the answer (``plan.prepare``), so a tick only plays it.
 A source that wants the plan's prefix (``source.takes_planned``) gets the one computed at
 the request's tick with it; any other is called with the observation and options alone.
+A caller's check of whole chunks (``chunk_gate``) runs on the worker too, after the checks.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 
 from ..types import Observation
+from .chunk_gate import ChunkCheck, ChunkGate
 from .engine_config import EngineConfig
 from .plan import Prepared, prepare
 from .source import ChunkSource, PlannedPrefix, takes_planned
@@ -31,10 +33,15 @@ class Request:
 
 class InFlight:
     """``executor`` runs the requests (default: ``config.max_in_flight`` threads, created on
-    the first request); one given is the caller's to shut down."""
+    the first request); one given is the caller's to shut down. ``check`` is the caller's
+    check of whole chunks (``chunk_gate``), if any."""
 
     def __init__(
-        self, source: ChunkSource, config: EngineConfig, executor: Executor | None
+        self,
+        source: ChunkSource,
+        config: EngineConfig,
+        executor: Executor | None,
+        check: ChunkCheck | None = None,
     ) -> None:
         self._source = source
         #: The source conditions on the plan (real-time chunking): the engine computes the
@@ -45,6 +52,9 @@ class InFlight:
         self._workers = config.max_in_flight
         self._executor = executor
         self._owns_executor = executor is None
+        self._check = check
+        self._check_timeout_s = config.chunk_validator_timeout_s
+        self._gate: ChunkGate | None = None
         self.requests: list[Request] = []
         self.started = 0
         self.last_start_at = -math.inf
@@ -62,6 +72,8 @@ class InFlight:
             self._executor = ThreadPoolExecutor(
                 max_workers=self._workers, thread_name_prefix="sequence-ai-refill"
             )
+        if self._check is not None and self._gate is None:
+            self._gate = ChunkGate(self._check, self._check_timeout_s)
         # the task still takes the observation alone, as executors given by callers expect
         task = functools.partial(self._fetch, planned=planned)
         future = self._executor.submit(task, observation)
@@ -93,6 +105,8 @@ class InFlight:
         return not not_done
 
     def close(self, *, wait: bool) -> None:
+        if self._gate is not None:  # first: no worker then waits on a check
+            self._gate.close()
         for request in self.requests:
             request.future.cancel()
         self.requests.clear()
@@ -102,13 +116,17 @@ class InFlight:
 
     def _fetch(self, observation: Observation, *, planned: PlannedPrefix | None) -> Prepared:
         """On a worker: the request (its body, images included, is built there) and the
-        chunk's copy and checks, so that the control thread only plays it."""
+        chunk's copy and checks, the caller's check last, so that the control thread only
+        plays it."""
         source = self._source
         if planned is not None and takes_planned(source):
             prediction = source.fetch(observation, self._options, planned=planned)
         else:
             prediction = source.fetch(observation, self._options)
-        return prepare(prediction, self._control_hz)
+        prepared = prepare(prediction, self._control_hz)
+        if self._gate is not None:  # its time counts in the refill latency, as it should
+            self._gate.admit(prediction.action_chunk, observation)
+        return prepared
 
     def _note_arrival(self, future: Future[Prepared]) -> None:
         self.arrived = True

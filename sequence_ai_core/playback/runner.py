@@ -15,8 +15,10 @@ Errors: a typed ``SequencesError`` ends the episode; hold is called and the retu
 usually wants the counts of the failed episode as much as the error). That includes an
 observation the client refuses to send (e.g. a NaN joint reading, or one the model's
 catalogue entry cannot take: ``InvalidRequest``). Any other exception, from ``observe``,
-``act``, ``validate`` or a callback, is a bug in the caller's code: hold is called, then it
-propagates unchanged (and if ``hold`` itself raises, the original error still wins).
+``act``, ``validate``, ``validate_chunk`` or a callback, is a bug in the caller's code: hold
+is called, then it propagates unchanged (and if ``hold`` itself raises, the original error
+still wins). A chunk ``validate_chunk`` refuses (``ChunkRefused``) ends the run with reason
+``validate``, as a refused action does.
 
 The counting, stopping and holding are ``episode.Episode``'s, the same object the ROS node
 drives; this module is the pacing and the calls around it. Every end holds, on time (DESIGN
@@ -39,6 +41,7 @@ from typing import Any, Protocol
 
 from ..errors import SequencesError
 from ..types import FloatArray, Model, Observation, Prediction
+from .chunk_gate import ChunkCheck
 from .engine import PlaybackEngine, Tick
 from .engine_config import DEFAULT_STALL_TIMEOUT_S, EngineConfig, RunConfig, check_pool
 from .episode import Episode, check_max_actions
@@ -105,13 +108,18 @@ def run_policy(
     on_underrun: Callable[[float], None] | None = None,
     config: EngineConfig | None = None,
     journal: Journal = UNRECORDED,
+    validate_chunk: ChunkCheck | None = None,
 ) -> RunOutcome:
     """Play ``max_actions`` actions through ``act``, refilling ahead of time.
 
     ``observe()`` returns the current Observation (or None when inputs are not ready; nothing
     is sent that tick). ``validate(action)`` runs before every ``act`` and must return
     ``True`` or ``False`` (a ``bool`` or ``numpy.bool_``); False, or anything else, stops the
-    run (reason ``validate``). ``hold()`` is called on every early stop and whenever the plan
+    run (reason ``validate``). ``validate_chunk(chunk, observation)`` checks each whole chunk
+    (the ``ActionChunk`` as the gateway returned it, the ``Observation`` it was asked with) on
+    a worker before any step of it plays, by the same rule; raising ``ChunkRefused("why")``
+    refuses it with a reason, and no answer within ``chunk_validator_timeout_s`` refuses it
+    (``chunk_gate``). ``hold()`` is called on every early stop and whenever the plan
     runs out (underrun), once each time, never on completion.
 
     The settings are one ``RunConfig`` (an ``EngineConfig`` plus ``stall_timeout_s``; an
@@ -132,8 +140,9 @@ def run_policy(
     run_config = run_config.with_catalogue(_catalogue_entry(policy))
     # the engine takes the one-driver guard: a second driver is refused before any act request
     engine = PlaybackEngine(
-        policy, run_config, on_chunk=on_chunk, on_underrun=on_underrun, journal=journal
-    )
+        policy, run_config, on_chunk=on_chunk, on_underrun=on_underrun, journal=journal,
+        validate_chunk=validate_chunk,
+    )  # fmt: skip
 
     def observe_checked() -> Observation | None:
         observation = observe()

@@ -252,6 +252,8 @@ class Tier:
     logs: Path
     probe: Probe
     processes: list[RosProcess] = field(default_factory=list)
+    #: Called first on close: the test's own extra nodes.
+    closers: list[Callable[[], None]] = field(default_factory=list)
 
     def start(self, module: str, name: str, **kwargs: Any) -> RosProcess:
         process = RosProcess(module, self.logs / f"{name}.log", namespace=self.namespace, **kwargs)
@@ -259,6 +261,8 @@ class Tier:
         return process
 
     def close(self) -> None:
+        for closer in self.closers:
+            closer()
         self.probe.close()
         for process in reversed(self.processes):
             process.stop()
