@@ -235,6 +235,21 @@ PARAMETERS: tuple[ParamSpec, ...] = (
         "Extra check 'package.module:function'(action) -> bool.",
         "empty or package.module:function",
     ),
+    ParamSpec(
+        "chunk_validator",
+        "string",
+        "",
+        "sequence_ai_ros/srv/ValidateChunk service that vets each chunk before any step of it "
+        "is sent; empty = off.",
+        "empty or a service name",
+    ),
+    ParamSpec(
+        "chunk_validator_timeout_s",
+        "double",
+        _RUN.chunk_validator_timeout_s,
+        "How long the chunk validator may take to answer; no answer in time is a refusal.",
+        "> 0",
+    ),
     ParamSpec("hold_service", "string", "", "std_srvs/Trigger service called on every early stop."),
     ParamSpec(
         "hardware_id",

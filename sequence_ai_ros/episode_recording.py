@@ -20,13 +20,14 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sequence_ai_core.playback.engine import PlaybackEngine
 from sequence_ai_core.playback.engine_config import EngineConfig
 from sequence_ai_core.playback.journal import UNRECORDED, Journal
 from sequence_ai_core.policy import Policy
 from sequence_ai_core.recording.config import RecordConfig
+from sequence_ai_core.types import ActionChunk, Observation
 
 from .diagnostics import RecordingStatus
 from .params import ParameterError
@@ -88,12 +89,19 @@ class EpisodeRecordings:
         self._previous, self._current, self._last = self._last, recorder, recorder
         return recorder
 
-    def engine(self, policy: Policy, settings: EngineConfig) -> PlaybackEngine:
-        """A new episode's engine with its journal (``start``); the core ``Episode`` gets
-        the same (``engine.journal``). An engine that cannot be made leaves no recorder."""
+    def engine(
+        self,
+        policy: Policy,
+        settings: EngineConfig,
+        *,
+        validate_chunk: Callable[[ActionChunk, Observation], Any] | None = None,
+    ) -> PlaybackEngine:
+        """A new episode's engine with its journal (``start``) and chunk gate; the core
+        ``Episode`` gets the same journal (``engine.journal``). An engine that cannot be
+        made leaves no recorder."""
         journal = self.start(policy.model)
         try:
-            return PlaybackEngine(policy, settings, journal=journal)
+            return PlaybackEngine(policy, settings, journal=journal, validate_chunk=validate_chunk)
         except BaseException:
             self.end()  # it recorded nothing, so it leaves no bag
             self._last = self._previous

@@ -9,7 +9,7 @@ from typing import Any
 from sequence_ai_core.types import Model
 
 from . import outputs
-from .command_sink import CommandSink
+from .command_sink import CommandSink, gripper_joint_names
 from .control import Control
 from .inputs import InputStore
 from .interfaces import EpisodeController, NodeInterfaces
@@ -38,6 +38,12 @@ class NodeIO:
     def destroy(self) -> None:
         self.interfaces.destroy()
         self._control = None
+
+    def dimension_names(self, action_dim: int) -> list[str]:
+        """A name per action dimension: the arm joints, then the gripper dims (``dim_<i>``
+        when the parameters do not name them all)."""
+        names = list(self.config.joint_names) + gripper_joint_names(self.config)
+        return names if len(names) == action_dim else [f"dim_{i}" for i in range(action_dim)]
 
     @property
     def control(self) -> Control:

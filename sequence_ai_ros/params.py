@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +77,8 @@ class NodeConfig:
     upper_limits: tuple[float, ...]
     max_step: tuple[float, ...]
     validator: str
+    #: The ValidateChunk service every chunk is offered to, empty when off.
+    chunk_validator: str
     hold_service: str
     hardware_id: str
     gripper_dims: int
@@ -202,6 +205,16 @@ def _validator(raw: Mapping[str, Any]) -> str:
     return text
 
 
+def _chunk_validator(raw: Mapping[str, Any]) -> str:
+    name = str(raw.get("chunk_validator") or "").strip()
+    _require(
+        not name or re.fullmatch(r"[~/]?[A-Za-z_][\w/]*", name) is not None,
+        "chunk_validator",
+        f"must be empty or a service name, got {name!r}",
+    )
+    return name
+
+
 def _gripper(
     raw: Mapping[str, Any], joint_names: tuple[str, ...], output_type: str
 ) -> tuple[int, str, str]:
@@ -307,6 +320,7 @@ def parse(raw: Mapping[str, Any]) -> NodeConfig:
         upper_limits=upper,
         max_step=max_step,
         validator=_validator(raw),
+        chunk_validator=_chunk_validator(raw),
         hold_service=str(raw["hold_service"]).strip(),
         hardware_id=diagnostics.hardware_id(str(raw["hardware_id"]), model),
         gripper_dims=gripper_dims,

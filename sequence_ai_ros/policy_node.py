@@ -28,13 +28,18 @@ from sequence_ai_core.playback.engine import PlaybackEngine
 from sequence_ai_core.playback.episode import Episode, StopReason
 from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
+from sequence_ai_ros.msg import RunOutcome as RunOutcomeMsg
 
 from . import diagnostics, params, rclpy_guards
+from .chunk_validator import ChunkValidator
 from .control import NO_RATE_POLL_S
 from .episode import Episodes
+from .episode_action import EpisodeAction
 from .episode_recording import EpisodeRecordings
 from .health_publisher import HealthPublisher
+from .messages import MESSAGE_TYPES
 from .node_io import NodeIO
+from .outcome_message import DETAILED, error_text, outcome_message
 from .safety import SafetyChecks, checks_from_config
 
 #: Where the node reads an openpi server's key (sent as ``Authorization: Api-Key``); the
@@ -66,6 +71,8 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self.health.hardware_id = diagnostics.hardware_id(
             str(named["hardware_id"]), str(named["model"])
         )
+        # For the node's lifetime: a goal that a cleanup ends still gets its result.
+        self.episode_action = EpisodeAction(self, self)
 
     def _clear(self) -> None:
         self.config: params.NodeConfig | None = None
@@ -73,6 +80,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self._policy: Policy | None = None
         self.engine: PlaybackEngine | None = None
         self._safety: SafetyChecks | None = None
+        self._validator: ChunkValidator | None = None
         self._secret: str | None = None
         self._timer: Any = None
         self._last_outcome: RunOutcome | None = None
@@ -190,6 +198,16 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self.config = config
         self.io = NodeIO(self, config, model, controller=self)
         self.io.create()
+        if config.chunk_validator:
+            self._validator = ChunkValidator(
+                self,
+                config.chunk_validator,
+                timeout_s=config.run.chunk_validator_timeout_s,
+                model=model.id,
+                names=self.io.dimension_names(model.action_dim),
+                arm_names=list(config.joint_names),
+                types=MESSAGE_TYPES,
+            )
         self.health.hardware_id = config.hardware_id
         self.get_logger().info(
             f"configured {model.id}: {model.action_dim} dims at {model.control_hz:g} Hz, "
@@ -216,6 +234,8 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self._deactivate("cleanup")
         if self.io is not None:
             self.io.destroy()
+        if self._validator is not None:
+            self._validator.destroy()
         if self._policy is not None:
             self._policy.close()
         self.recordings.close()  # a bounded wait: the bags still being finished
@@ -224,22 +244,33 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
 
     # ------------------------------------------------------------------ episodes
 
-    def start_episode(self) -> str | None:
-        """Begin an episode; None on success, else why not."""
-        config, policy, io = self.config, self._policy, self.io
-        if config is None or policy is None or io is None:
+    def start_refusal(self) -> str | None:
+        """Why no episode may start now (however asked), or None."""
+        if self.config is None or self._policy is None or self.io is None:
             return "node is not configured"
         problem = self.episodes.refusal(active=self._lifecycle == "active")
-        if problem:
-            return problem
+        if problem is None and self.episode_action.running:
+            problem = "a run_episode goal is still being finished"
+        return problem or (self._validator.absent() if self._validator else None)
+
+    def start_episode(self, *, instruction: str = "", max_actions: int = 0) -> str | None:
+        """Begin an episode; None on success, else why not. A non-empty ``instruction``
+        replaces the current one; ``max_actions`` 0 is the parameter's."""
+        problem = self.start_refusal()
+        config, policy, io = self.config, self._policy, self.io
+        if problem or config is None or policy is None or io is None:
+            return problem or "node is not configured"
         # Built before the episode counts as started: a refusal here leaves nothing running.
         settings = config.run.with_catalogue(policy.describe())
-        engine = self.recordings.engine(policy, settings)  # told of it by its recorder, if any
+        gate = self._validator.check if self._validator else None
+        engine = self.recordings.engine(policy, settings, validate_chunk=gate)
+        if instruction:
+            io.inputs.instruction = instruction
         control = io.control
         self.episodes.start(
             Episode(
                 engine,
-                max_actions=config.max_actions,
+                max_actions=max_actions or config.max_actions,
                 hold=lambda: control.hold(early=True),
                 hold_underrun=control.hold_underrun,  # absolute targets hold by themselves
                 stall_timeout_s=settings.stall_timeout_s,
@@ -262,6 +293,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         if ended is None:
             return False
         end, self._last_outcome = ended
+        self._publish_outcome(end.number, self._last_outcome, end.detail)
         # A forward controller keeps executing a velocity, so a completed velocity episode
         # ends with zeros too. A completed absolute plan ends on its last target, which holds
         # by itself: a hold at the measured position would be one more command, a step back.
@@ -289,6 +321,21 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             self.get_logger().info(text)
         self.health.publish_now()
         return True
+
+    def _publish_outcome(self, number: int, outcome: RunOutcome, detail: str) -> None:
+        """On ~/outcome, and the result of the goal that started it, if one did."""
+        msg = outcome_message(
+            RunOutcomeMsg,
+            outcome,
+            episode=number,
+            model=self._policy.model if self._policy else "",
+            stamp=self.get_clock().now().to_msg(),
+            error=error_text(
+                outcome.error, detail if outcome.reason in DETAILED else "", self._secret
+            ),
+            secret=self._secret,
+        )
+        self.episode_action.ended(msg)
 
     def on_estop(self, engaged: bool) -> None:
         """Latch and stop at once, from the subscription callback, not the next tick.
@@ -334,6 +381,8 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             self._set_timer(step.period_s)  # the first chunk told the rate, or it differs a little
         if step.ends:
             self.stop_episode(step.reason, detail=step.detail, error=step.error)
+        else:
+            self.episode_action.feedback(engine.phase, engine.snapshot, episode.actions)
 
     # ------------------------------------------------------------------ diagnostics
 
@@ -363,6 +412,19 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         return diagnostics.evaluate(health)
 
 
+#: How long an exiting node spins on to answer the goal its exit ended.
+RESULT_GRACE_S = 0.5
+
+
+def _give_results(executor: SingleThreadedExecutor, node: PolicyNode) -> None:
+    """The episode of a running goal ended with the hold: let its client have the result."""
+    deadline = time.monotonic() + RESULT_GRACE_S
+    while node.episode_action.running and time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.05)
+    if not node.episode_action.running:
+        executor.spin_once(timeout_sec=0.05)  # the result request's answer
+
+
 def main(args: list[str] | None = None) -> None:
     # rclpy's own SIGINT/SIGTERM handlers shut the context down before KeyboardInterrupt gets
     # here, so the hold in release() would go out on a dead context and a forward controller
@@ -389,6 +451,7 @@ def main(args: list[str] | None = None) -> None:
     finally:
         try:
             node.release("process exit")
+            _give_results(executor, node)
         except Exception as exc:  # the context may already be shut down by the signal
             node.get_logger().error(f"hold on exit failed: {exc}")
         node.destroy_node()

@@ -67,7 +67,7 @@ def test_the_node_settings_are_the_core_run_config() -> None:
     assert set(params.RUN_PARAMETERS) == {f.name for f in fields(RunConfig)} & {
         spec.name for spec in params.PARAMETERS
     }
-    assert len(params.RUN_PARAMETERS) == 10  # gripper_dims is both the node's and the engine's
+    assert len(params.RUN_PARAMETERS) == 11  # gripper_dims is both the node's and the engine's
     defaults = {spec.name: spec.default for spec in params.PARAMETERS}
     for name in params.RUN_PARAMETERS:
         core = getattr(RunConfig(), name)
