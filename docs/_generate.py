@@ -11,7 +11,9 @@ A generated table sits in a page between ``<!-- generated: NAME -->`` and
   (``sequence_ai_core/tools/cli.py``), with the commands other packages serve (``sim``) loaded
   by module name as the command loads them;
 - ``recording-topics``: what a recorded episode holds, from
-  ``sequence_ai_core/recording/topics.py``.
+  ``sequence_ai_core/recording/topics.py``;
+- ``interfaces``: the package's own messages, service and action, from the ``msg/``,
+  ``srv/`` and ``action/`` files colcon generates them from.
 
 Run from the repository root::
 
@@ -268,6 +270,52 @@ def recording_topics(_old: str) -> str:
     )
 
 
+# ---------------------------------------------------------------- interfaces
+
+#: The interface files in the order the page describes them, and the names of their parts.
+INTERFACES = ("action/RunEpisode.action", "msg/RunOutcome.msg", "srv/ValidateChunk.srv")
+_PARTS = {".action": ("goal", "result", "feedback"), ".srv": ("request", "response")}
+_FIELD = re.compile(r"^(?P<type>\S+)\s+(?P<name>\w+)\s*(?:#\s?(?P<meaning>.*))?$")
+
+
+def _interface_fields(text: str, parts: Sequence[str]) -> tuple[str, list[list[str]]]:
+    """(the file's opening comment, a row per field: part, name, type, meaning); a comment
+    line under a field continues its meaning."""
+    lines = text.splitlines()
+    opening = []
+    while lines and lines[0].startswith("#"):
+        opening.append(lines.pop(0).lstrip("# "))
+    rows: list[list[str]] = []
+    part = 0
+    for line in lines:
+        stripped = line.strip()
+        if stripped == "---":
+            part += 1
+        elif stripped.startswith("#") and rows:
+            rows[-1][3] += " " + stripped.lstrip("# ")
+        elif match := _FIELD.match(stripped):
+            label = parts[part] if parts else ""
+            rows.append([label, match["name"], match["type"], match["meaning"] or ""])
+    return " ".join(opening), rows
+
+
+def interfaces(_old: str) -> str:
+    """Each of the package's own interfaces: what it is for and its fields."""
+    sections = []
+    for relative in INTERFACES:
+        path = ROOT / relative
+        parts = _PARTS.get(path.suffix, ())
+        opening, rows = _interface_fields(path.read_text(encoding="utf-8"), parts)
+        header = ["part", "field", "type", "meaning"] if parts else ["field", "type", "meaning"]
+        cells = [
+            ([_cell(part)] if parts else []) + [_code(name), _code(kind), _cell(meaning)]
+            for part, name, kind, meaning in rows
+        ]
+        name = f"sequence_ai_ros/{relative.rsplit('.', 1)[0]}"
+        sections.append(f"#### `{name}`\n\n{_cell(opening)}\n\n{_table(header, cells)}")
+    return "\n".join(sections)
+
+
 # ---------------------------------------------------------------- pages
 
 GENERATORS: dict[str, Callable[[str], str]] = {
@@ -275,6 +323,7 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "errors": error_table,
     "cli": cli_usage,
     "recording-topics": recording_topics,
+    "interfaces": interfaces,
 }
 
 

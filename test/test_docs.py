@@ -63,7 +63,7 @@ def test_each_generated_table_is_on_its_page() -> None:
     assert placed == {
         "docs/cli.md": ["cli"],
         "docs/errors.md": ["errors"],
-        "docs/node.md": ["node-parameters"],
+        "docs/node.md": ["node-parameters", "interfaces"],
         "docs/recording.md": ["recording-topics"],
     }
 
