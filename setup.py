@@ -1,49 +1,30 @@
-"""One setup.py for two audiences.
+"""``pip install .``: the client ``sequence_ai_core``, the simulator ``sequence_ai_sim``, the
+ROS node's Python package ``sequence_ai_ros`` and the ``sequence-ai`` command, with no ROS
+installed.
 
-colcon builds it as the ament_python package ``sequence_ai_ros``; ``pip install .`` gives plain
-Python users ``sequence_ai_core``, the simulator ``sequence_ai_sim`` and the ``sequence-ai``
-command without any ROS installed.
+colcon does not run this file: the ROS package is ``ament_cmake`` (CMakeLists.txt), which
+generates the interfaces in msg/, srv/ and action/ and installs these same Python packages,
+the executables, and the launch and config files itself. What pip installs has no generated
+``sequence_ai_ros.msg`` / ``.srv`` / ``.action``, so the node runs from a colcon build only.
 
-The two differ only in where executables go, and that is decided here rather than in
-setup.cfg, because setup.cfg applies to every build: its ``[install] install_scripts`` put
-``sequence-ai`` in ``<venv>/lib/sequence_ai_ros`` (off PATH) for a plain ``pip install .``.
-
-What tells them apart is how setup.py runs, not the shell it runs in. pip (any version: the
-project has a pyproject.toml) always builds a wheel. colcon runs ``setup.py install`` itself,
-or ``setup.py develop --editable`` for ``--symlink-install``, and it does so whether or not ROS
-is sourced (a Dockerfile's ``RUN colcon build`` often is not), so a ROS environment variable
-cannot be the signal: with one, an unsourced build installed no nodes and said nothing.
+pip (any version: the project has a pyproject.toml) always builds a wheel, so
+``sequence-ai`` goes to the environment's bin. The launch and config files and package.xml
+go under share/ as in a ROS install, and the ament index entry with them.
 """
 
 import re
-import sys
 from pathlib import Path
 
 from setuptools import find_packages, setup
 
 PACKAGE = "sequence_ai_ros"
-# colcon --symlink-install runs setup.py from build/<package>/, through a link to this file,
-# where only the packages and data files are linked: everything else is read from the source.
 HERE = Path(__file__).resolve().parent
 VERSION = re.search(
     r'__version__ = "([^"]+)"', (HERE / "sequence_ai_core" / "_version.py").read_text()
 ).group(1)
 
-# pip builds a wheel (its scripts go to the environment's bin). Any other run is colcon's (or
-# a person's running setup.py as colcon does), its introspection run included, which must see
-# the same data files: `ros2 run` looks for executables in lib/<package>, and colcon puts
-# <prefix>/bin on PATH, so `sequence-ai` goes to both. A `setup.py develop` without
-# --editable is pip's fallback for `pip install -e .` on a setuptools without PEP 660
-# (Humble's 59.6): its scripts stay in bin.
-WHEEL_BUILD = any(command in sys.argv for command in ("bdist_wheel", "dist_info", "editable_wheel"))
-PIP_DEVELOP = "develop" in sys.argv and "--editable" not in sys.argv
-ROS_LAYOUT = not WHEEL_BUILD and not PIP_DEVELOP
-CONSOLE_SCRIPTS = ["sequence-ai = sequence_ai_core.tools.cli:main"]
-COMMAND_OPTIONS: dict[str, dict[str, str]] = {}
-
 
 def _shipped(pattern: str) -> list[str]:
-    """Data files by path relative to the source, found there (not in colcon's build dir)."""
     return sorted(str(path.relative_to(HERE)) for path in HERE.glob(pattern))
 
 
@@ -53,16 +34,6 @@ DATA_FILES = [
     (f"share/{PACKAGE}/launch", _shipped("launch/*.launch.py")),
     (f"share/{PACKAGE}/config", _shipped("config/*.yaml")),
 ]
-if ROS_LAYOUT:
-    CONSOLE_SCRIPTS += [
-        "policy_node = sequence_ai_ros.policy_node:main",
-        "sim_arm_node = sequence_ai_ros.sim_arm_node:main",
-    ]
-    COMMAND_OPTIONS = {
-        "develop": {"script_dir": f"$base/lib/{PACKAGE}"},
-        "install": {"install_scripts": f"$base/lib/{PACKAGE}"},
-    }
-    DATA_FILES.append(("bin", ["scripts/sequence-ai"]))
 
 setup(
     name=PACKAGE,
@@ -128,6 +99,5 @@ setup(
         "bench": ["matplotlib>=3.5", "sequence-ai==0.1.0"],
     },
     zip_safe=True,
-    entry_points={"console_scripts": CONSOLE_SCRIPTS},
-    options=COMMAND_OPTIONS,
+    entry_points={"console_scripts": ["sequence-ai = sequence_ai_core.tools.cli:main"]},
 )

@@ -17,6 +17,7 @@ import secrets
 
 import launch.events  # also binds `launch` (LaunchDescription)
 import lifecycle_msgs.msg
+from ament_index_python.packages import get_package_prefix
 from launch.actions import (
     DeclareLaunchArgument,
     EmitEvent,
@@ -29,7 +30,6 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode, Node
 from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
-from launch_ros.substitutions import ExecutableInPackage
 
 from sequence_ai_ros import outputs
 from sequence_ai_sim import CATALOGUE
@@ -77,9 +77,10 @@ def _launch(context):
         raise RuntimeError(f"model must be one of {sorted(CATALOGUE)}, got {model!r}")
     key = os.environ.get("SEQUENCES_SIM_API_KEY") or f"sim-{secrets.token_hex(16)}"
     simulator = ExecuteProcess(
-        # console scripts of an ament_python package live in lib/<package>, not on PATH
+        # this package's own `sequence-ai` (CMakeLists.txt installs it in <prefix>/bin), not
+        # whichever one PATH finds first
         cmd=[
-            ExecutableInPackage("sequence-ai", PACKAGE),
+            os.path.join(get_package_prefix(PACKAGE), "bin", "sequence-ai"),
             "sim",
             "--host",
             "127.0.0.1",

@@ -155,3 +155,26 @@ def test_the_layout_lists_every_layer_and_shared_module_of_the_client() -> None:
         p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()
     }
     assert listed == there - {"_version.py"}
+
+
+def test_every_interface_is_generated_with_what_it_uses_declared() -> None:
+    """Each file in msg/, srv/ and action/ is listed for rosidl in CMakeLists.txt, and every
+    message package its fields use is a DEPENDENCY there and a <depend> of package.xml
+    (rosdep installs it; colcon orders the build by it)."""
+    cmake = (ROOT / "CMakeLists.txt").read_text(encoding="utf-8")
+    manifest = (ROOT / "package.xml").read_text(encoding="utf-8")
+    files = sorted(p for folder in ("msg", "srv", "action") for p in (ROOT / folder).iterdir())
+    assert files and all(f'"{p.relative_to(ROOT)}"' in cmake for p in files)
+    generate = cmake.split("rosidl_generate_interfaces(", 1)[1].split(")", 1)[0]
+    dependencies = set(generate.split("DEPENDENCIES", 1)[1].split())
+    used = set()
+    for path in files:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            words = line.split("#", 1)[0].split()
+            if words and "/" in words[0]:
+                used.add(words[0].split("/", 1)[0])
+    assert used and used <= dependencies
+    depends = {name for name in dependencies | {"action_msgs"}
+               if f"<depend>{name}</depend>" in manifest}  # fmt: skip
+    assert depends == dependencies | {"action_msgs"}  # actions need action_msgs
+    assert "<member_of_group>rosidl_interface_packages</member_of_group>" in manifest
