@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import TEST_KEY
+from sim_robot import Robot
 
 from sequence_ai_core import ChunkRefused, RunConfig
 from sequence_ai_core.errors import Unavailable
@@ -35,27 +36,6 @@ GATE_THREAD = "sequence-ai-chunk-check"
 def policy(sim: GatewaySimulator) -> Iterator[Policy]:
     with connect(MODEL, api_key=TEST_KEY, base_url=sim.url, allow_insecure_http=True) as p:
         yield p
-
-
-class Robot:
-    """A simulated arm that records every act and hold."""
-
-    def __init__(self) -> None:
-        self.arm = SimulatedArm(MODEL, image_size=(32, 32))
-        self.acted: list[FloatArray] = []
-        self.observed: list[Observation] = []
-        self.holds = 0
-
-    def observe(self) -> Observation:
-        self.observed.append(self.arm.observe())
-        return self.observed[-1]
-
-    def act(self, action: FloatArray) -> None:
-        self.arm.act(action)
-        self.acted.append(np.array(action))
-
-    def hold(self) -> None:
-        self.holds += 1
 
 
 class Check:
@@ -116,7 +96,7 @@ def test_an_accepting_check_completes_off_the_calling_thread(
     policy: Policy, verdict: object
 ) -> None:
     before = gate_threads()
-    robot, check = Robot(), Check(lambda n: verdict)
+    robot, check = Robot(MODEL), Check(lambda n: verdict)
     outcome = run(policy, robot, check)
     assert (outcome.reason, outcome.stopped_early, robot.holds) == ("completed", False, 0)
     assert len(robot.acted) == outcome.actions == 60 and outcome.error is None
@@ -160,7 +140,7 @@ def test_an_accepting_check_plays_the_same_plan_for_the_same_requests(policy: Po
 
 
 def test_a_refused_chunk_never_plays_a_step_and_the_run_holds_once(policy: Policy) -> None:
-    robot, check = Robot(), Check(lambda n: n < 3)
+    robot, check = Robot(MODEL), Check(lambda n: n < 3)
     outcome = run(policy, robot, check, max_actions=200, config=RunConfig(handover="none"))
     assert (outcome.reason, outcome.stopped_early, robot.holds) == ("validate", True, 1)
     assert isinstance(outcome.error, ChunkRefused)
@@ -176,7 +156,7 @@ def test_a_refusal_with_a_reason_says_it(policy: Policy) -> None:
     def refuse(n: int) -> bool:
         raise ChunkRefused("fixture")
 
-    robot = Robot()
+    robot = Robot(MODEL)
     outcome = run(policy, robot, Check(refuse))
     assert (outcome.reason, robot.holds, robot.acted) == ("validate", 1, [])
     assert repr(outcome).endswith("validate: fixture)")
@@ -193,7 +173,7 @@ def test_a_refusal_with_a_reason_says_it(policy: Policy) -> None:
     ],
 )
 def test_an_answer_other_than_a_boolean_refuses(policy: Policy, answer: object, named: str) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     outcome = run(policy, robot, Check(lambda n: answer))
     assert (outcome.reason, robot.holds, robot.acted) == ("validate", 1, [])
     assert isinstance(outcome.error, ChunkRefused)
@@ -205,7 +185,7 @@ def test_an_answer_other_than_a_boolean_refuses(policy: Policy, answer: object, 
 def test_a_check_that_never_answers_refuses_within_its_bound(policy: Policy) -> None:
     before = gate_threads()
     release = threading.Event()
-    robot = Robot()
+    robot = Robot(MODEL)
     started = time.monotonic()
     try:
         # the stall bound is far away: only the check's bound can end this run
@@ -274,7 +254,7 @@ def test_an_exception_from_the_check_propagates_after_one_hold(
             raise error("the caller's bug")
         return True
 
-    robot = Robot()
+    robot = Robot(MODEL)
     with pytest.raises(error, match="the caller's bug"):
         run(policy, robot, Check(fail), max_actions=200)
     assert robot.holds == 1 and len(robot.acted) > 0
@@ -286,7 +266,7 @@ def test_a_typed_error_from_the_check_is_not_retried(policy: Policy) -> None:
     def fail(n: int) -> bool:
         raise Unavailable("the check's own")
 
-    robot = Robot()
+    robot = Robot(MODEL)
     outcome = run(policy, robot, Check(fail))
     assert (outcome.reason, outcome.retries, robot.holds) == ("raised:Unavailable", 0, 1)
 

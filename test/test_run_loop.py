@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import TEST_KEY
+from sim_robot import Robot
 
 from sequence_ai_core.errors import InvalidRequest, OutOfCredit, SequencesError
 from sequence_ai_core.playback import runner
@@ -18,7 +19,7 @@ from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.types import FloatArray, Observation, Proprioception
-from sequence_ai_sim import Fault, GatewaySimulator, SimulatedArm
+from sequence_ai_sim import Fault, GatewaySimulator
 
 MODEL = "lingbot-vla-v2-6b"  # 30 Hz: short runs
 
@@ -27,25 +28,6 @@ MODEL = "lingbot-vla-v2-6b"  # 30 Hz: short runs
 def policy(sim: GatewaySimulator) -> Iterator[Policy]:
     with connect(MODEL, api_key=TEST_KEY, base_url=sim.url, allow_insecure_http=True) as p:
         yield p
-
-
-class Robot:
-    """A simulated arm that records every act and hold."""
-
-    def __init__(self) -> None:
-        self.arm = SimulatedArm(MODEL, image_size=(32, 32))
-        self.acted: list[FloatArray] = []
-        self.holds = 0
-
-    def observe(self) -> Observation:
-        return self.arm.observe()
-
-    def act(self, action: FloatArray) -> None:
-        self.arm.act(action)
-        self.acted.append(action)
-
-    def hold(self) -> None:
-        self.holds += 1
 
 
 def run(policy: Policy, robot: Robot, **kwargs: object) -> RunOutcome:
@@ -72,7 +54,7 @@ def refill_threads() -> Callable[[], set[threading.Thread]]:
 def test_run_plays_exactly_max_actions_and_never_holds_on_completion(
     policy: Policy, refill_threads: Callable[[], set[threading.Thread]]
 ) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     outcome = run(policy, robot, max_actions=40)
     assert len(robot.acted) == 40 and outcome.actions == 40
     assert (outcome.reason, outcome.stopped_early, robot.holds) == ("completed", False, 0)
@@ -87,11 +69,11 @@ def test_run_plays_exactly_max_actions_and_never_holds_on_completion(
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, None])
 def test_max_actions_must_be_a_positive_int(policy: Policy, bad: object) -> None:
     with pytest.raises(ValueError):
-        run(policy, Robot(), max_actions=bad)
+        run(policy, Robot(MODEL), max_actions=bad)
 
 
 def test_max_actions_is_keyword_only_and_required(policy: Policy) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     with pytest.raises(TypeError):
         policy.run(robot.observe, robot.act)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
@@ -99,7 +81,7 @@ def test_max_actions_is_keyword_only_and_required(policy: Policy) -> None:
 
 
 def test_a_refused_action_stops_holds_once_and_is_never_acted(policy: Policy) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     seen: list[FloatArray] = []
 
     def validate(action: FloatArray) -> bool:
@@ -131,7 +113,7 @@ def raiser(after: int) -> Callable[..., None]:
 def test_exceptions_from_caller_code_hold_once_then_propagate(
     policy: Policy, where: str, refill_threads: Callable[[], set[threading.Thread]]
 ) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     boom = raiser(after=2)
     kwargs: dict[str, object] = {"max_actions": 100}
     if where == "observe":
@@ -169,7 +151,7 @@ def test_exceptions_from_caller_code_hold_once_then_propagate(
 
 
 def test_an_exception_from_on_underrun_holds_once(sim: GatewaySimulator, policy: Policy) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     with pytest.raises(Boom):
         run(policy, robot, max_actions=100, prefetch=False, on_underrun=raiser(after=0))
     assert robot.holds == 1
@@ -177,7 +159,7 @@ def test_an_exception_from_on_underrun_holds_once(sim: GatewaySimulator, policy:
 
 
 def test_a_typed_error_ends_the_run_with_its_outcome_and_holds_once(clean_env: object) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     with (
         GatewaySimulator(api_key=TEST_KEY, latency_s=0.02, credit=2) as sim,
         connect(MODEL, api_key=TEST_KEY, base_url=sim.url, allow_insecure_http=True) as policy,
@@ -193,7 +175,7 @@ def test_a_typed_error_ends_the_run_with_its_outcome_and_holds_once(clean_env: o
 
 
 def test_mid_run_warming_stops_the_run(sim: GatewaySimulator, policy: Policy) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     chunks = [0]
 
     def on_chunk(prediction: object) -> None:
@@ -236,7 +218,7 @@ def refused_while_running(
 
 
 def test_a_second_thread_driving_the_same_policy_is_refused_at_once(policy: Policy) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     outcome, refused = refused_while_running(
         policy,
         robot,
@@ -248,7 +230,7 @@ def test_a_second_thread_driving_the_same_policy_is_refused_at_once(policy: Poli
 
 def test_a_public_engine_and_a_run_on_one_policy_refuse_each_other(policy: Policy) -> None:
     """One buffer, two loops: the 0.1.0 client let both play and report success."""
-    robot = Robot()
+    robot = Robot(MODEL)
     outcome, refused = refused_while_running(
         policy, robot, lambda: PlaybackEngine(policy, EngineConfig())
     )
@@ -268,7 +250,7 @@ def test_a_public_engine_and_a_run_on_one_policy_refuse_each_other(policy: Polic
 
 
 def test_closed_loop_requests_only_when_the_plan_is_empty(policy: Policy) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     outcome = run(policy, robot, max_actions=45, prefetch=False)
     assert outcome.requests == outcome.chunks == 3  # 15-step chunks, one request each
     assert outcome.underruns > 0 and outcome.stalls == 2
@@ -279,7 +261,7 @@ def test_running_without_validate_warns_once_per_process(
     policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(runner, "_warned_unvalidated", False)
-    robot = Robot()
+    robot = Robot(MODEL)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         policy.run(robot.observe, robot.act, max_actions=2)
@@ -288,7 +270,7 @@ def test_running_without_validate_warns_once_per_process(
 
 
 def test_options_pass_through_to_the_gateway(sim: GatewaySimulator, policy: Policy) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     outcome = run(policy, robot, max_actions=12, options={"action_horizon": 6, "seed": 7})
     assert sim.received[0]["options"] == {"action_horizon": 6, "seed": 7}
     assert outcome.chunks >= 2  # 6-step chunks
@@ -296,7 +278,7 @@ def test_options_pass_through_to_the_gateway(sim: GatewaySimulator, policy: Poli
 
 def test_a_cold_start_is_waited_out_only_with_a_startup_timeout(clean_env: object) -> None:
     for timeout_s, expected in [(0.0, "raised:Unavailable"), (10.0, "completed")]:
-        robot = Robot()
+        robot = Robot(MODEL)
         with (
             GatewaySimulator(api_key=TEST_KEY, latency_s=0.02, cold_start_s=0.3) as sim,
             connect(MODEL, api_key=TEST_KEY, base_url=sim.url, allow_insecure_http=True) as p,
@@ -314,7 +296,7 @@ def test_a_cold_start_is_waited_out_only_with_a_startup_timeout(clean_env: objec
 def test_an_interrupt_inside_act_holds_once_and_propagates(
     policy: Policy, refill_threads: Callable[[], set[threading.Thread]]
 ) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
 
     def act(action: FloatArray) -> None:
         if len(robot.acted) == 5:
@@ -328,7 +310,7 @@ def test_an_interrupt_inside_act_holds_once_and_propagates(
 
 
 def test_an_observation_the_client_refuses_ends_the_run_typed(policy: Policy) -> None:
-    robot = Robot()
+    robot = Robot(MODEL)
     calls = [0]
 
     def observe() -> Observation:
