@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ActionServer, CancelResponse, GoalResponse
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
