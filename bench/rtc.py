@@ -8,8 +8,8 @@ This package's ``run()`` drives it with the ``droid`` profile, without and with 
 (``droid+rtc``: ``prev_chunk_left_over`` and ``inference_delay`` with every request).
 
 Seam = the largest per-dimension change from a chunk's last command to the next chunk's
-first (DESIGN §4; also across an underrun, the arm held in between); in-chunk step = the
-largest such change between consecutive commands of one chunk. The goal is a seam of at
+first (docs/architecture.md §3; also across an underrun, the arm held in between); in-chunk
+step = the largest such change between consecutive commands of one chunk. The goal is a seam of at
 most 1.1 in-chunk steps. At 0.3 s one request is out at a time. At 0.8 s the chunk is
 shorter than the round trip: with ``run()``'s defaults several requests are out (queued
 behind each other on the one server), and each prefix stops where the chunk in flight

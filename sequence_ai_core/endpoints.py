@@ -1,5 +1,5 @@
 """The rules every backend's URL follows, written once: its two schemes, no credentials in it,
-and no key in clear text off this machine (DESIGN §3 and §8)."""
+and no key in clear text off this machine (docs/architecture.md §2)."""
 
 from __future__ import annotations
 

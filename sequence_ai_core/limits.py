@@ -1,4 +1,4 @@
-"""What a server may send: the one place the client's limits are set (DESIGN §3).
+"""What a server may send: the one place the client's limits are set (docs/architecture.md §2).
 
 Parsing holds the GIL, so the control thread waits while a worker parses an answer; these
 caps bound that wait as much as memory: the largest chunk allowed below (128 x 32 values)

@@ -1,4 +1,4 @@
-"""The key in no text the package produces, whatever a server sends back (DESIGN §3).
+"""The key in no text the package produces, whatever a server sends back (docs/architecture.md §2).
 
 One function, ``redact``, with one rule: every occurrence of the key (and a quoted
 ``Bearer <key>``) is replaced, whatever the key's length. It is applied where text leaves

@@ -4,11 +4,11 @@ Callbacks store inputs (``InputStore``) or call the episode controller, a narrow
 (start, stop, e-stop), never the node as a whole. Commands go out through ``CommandSink`` on
 the publishers made here.
 
-QoS (DESIGN §6): sensors best effort (sensor-data profile, which also matches reliable
-publishers); instruction and estop reliable + transient local, so a late-joining node still
-sees a latched e-stop, plus volatile twins of each (reliable, and best effort), because DDS
-matches no volatile or best-effort publisher (``create_publisher(Bool, "estop", 10)``) with
-the latched one; commands reliable.
+QoS (docs/architecture.md §4; the tables are in docs/node.md): sensors best effort
+(sensor-data profile, which also matches reliable publishers); instruction and estop
+reliable + transient local, so a late-joining node still sees a latched e-stop, plus volatile
+twins of each (reliable, and best effort), because DDS matches no volatile or best-effort
+publisher (``create_publisher(Bool, "estop", 10)``) with the latched one; commands reliable.
 """
 
 from __future__ import annotations

@@ -265,7 +265,7 @@ def act_body(
     queue_ms: float,
     usage: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """The 200 body of ``POST /v1/act`` (DESIGN §3)."""
+    """The 200 body of ``POST /v1/act`` (docs/architecture.md §2)."""
     rows: list[list[float]] = values.tolist()
     steps = [{"index": i, "values": row} for i, row in enumerate(rows)]
     return {

@@ -42,7 +42,7 @@ from sequence_ai_ros.hold import hold_command
 from sequence_ai_ros.safety import SafetyChecks, check_action
 from sequence_ai_ros.trajectories import PlannedTrajectory, plan_trajectory
 
-#: The known spaces as DESIGN §3 lists them.
+#: The known spaces as docs/architecture.md §2 lists them.
 DOCUMENTED = ("joint_absolute", "joint_delta", "ee_absolute", "ee_delta", "joint_velocity")
 #: Near misses the wire contract must refuse: no space is matched by prefix, case or padding.
 NOT_SPACES = ("teleport", "joint", "ee", "Joint_Velocity", "joint_velocity ", "joint_position")
@@ -107,8 +107,8 @@ def test_the_sets_other_modules_import_are_derived_from_the_table() -> None:
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda row: row.name)
 def test_each_row_follows_the_design(row: ActionSpace) -> None:
-    """DESIGN §4 (delta spaces play every step) and §6 (velocity holds zeros, a position
-    space holds where the arm is) restated per row, so a changed row is a decision."""
+    """docs/architecture.md §3 (delta spaces play every step) and §4 (velocity holds zeros, a
+    position space holds where the arm is) restated per row, so a changed row is a decision."""
     assert row.skips_stale == (row.kind != "delta")
     assert row.joint == row.name.startswith("joint_")
     expected_hold = {

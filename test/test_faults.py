@@ -79,7 +79,8 @@ def act_body(values: list[list[float]], **chunk: Any) -> dict[str, Any]:
 
 
 ROWS = [[0.01 * j for j in range(DIM)] for _ in range(HORIZON)]
-# DESIGN §3's status table, written once (test_client_errors): transient ones may be retried.
+# The status table of docs/architecture.md §2, written once (test_client_errors): transient
+# ones may be retried.
 TRANSIENT_STATUS = tuple(code for code, error in EXPECTED.items() if error is Unavailable)
 FATAL_STATUS = {code: error for code, error in EXPECTED.items() if error is not Unavailable}
 TRANSIENT_FAULTS = {

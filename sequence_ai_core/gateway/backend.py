@@ -54,7 +54,8 @@ class Backend(Protocol):
 
 
 class GatewayBackend:
-    """The General Sequences gateway (DESIGN §3) over one kept-alive ``Transport``."""
+    """The General Sequences gateway (docs/architecture.md §2) over one kept-alive
+    ``Transport``."""
 
     def __init__(self, transport: Transport) -> None:
         self.transport = transport

@@ -1,4 +1,4 @@
-"""The gateway's JSON (DESIGN §3): encoding requests, and validating every answer.
+"""The gateway's JSON (docs/architecture.md §2): encoding requests, and validating every answer.
 
 Nothing the gateway returns is trusted: ``parse_prediction`` turns a 200 body into an
 ``ActionChunk`` only if every step is present, in order, finite and of the declared size;

@@ -1,7 +1,7 @@
 """One bounded episode, the same for every driver: ``Policy.run()`` and the ROS node.
 
 A driver ticks the engine and does the I/O (pacing, ``act`` or a publisher); the episode
-decides what each tick means, so both drivers count, stop and hold alike (DESIGN §4):
+decides what each tick means, so both drivers count, stop and hold alike (docs/architecture.md §3):
 
 - an action is *offered* with the driver's verdict on it (``validate``, the node's safety
   checks); a refusal ends the episode (``validate``) and nothing is sent; so does a chunk

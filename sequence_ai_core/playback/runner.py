@@ -21,8 +21,8 @@ still wins). A chunk ``validate_chunk`` refuses (``ChunkRefused``) ends the run 
 ``validate``, as a refused action does.
 
 The counting, stopping and holding are ``episode.Episode``'s, the same object the ROS node
-drives; this module is the pacing and the calls around it. Every end holds, on time (DESIGN
-§4). The first tick with nothing to play calls ``hold``
+drives; this module is the pacing and the calls around it. Every end holds, on time
+(docs/architecture.md §3). The first tick with nothing to play calls ``hold``
 (velocity spaces would otherwise keep executing the last command), so hold comes within one
 control period of the last planned step, and again after each recovery; a plan that stays
 empty for ``stall_timeout_s`` ends the run (``Stalled``, or ``ChunkExhausted`` when

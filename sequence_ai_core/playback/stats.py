@@ -108,8 +108,9 @@ class PlaybackStats:
     """Counts for one episode: commands, underruns, gaps, seams, staleness.
 
     Seams, gripper dimensions left out (``arm_index``): the *jump* is the planned values'
-    (before any hand-over, DESIGN §4); the *step* is what the arm was sent, the largest
-    change between two commands from a seam's first command to the end of its hand-over.
+    (before any hand-over, docs/architecture.md §3); the *step* is what the arm was sent, the
+    largest change between two commands from a seam's first command to the end of its
+    hand-over.
 
     Time accounting: each command covers one period from its tick. Underrun seconds are the
     time between the first command and the last tick that no command covered; duty cycle is

@@ -1,5 +1,6 @@
 """How a ``run()`` stops besides the episode's rules (``episode``): ``validate`` verdicts,
-a close from another thread, SIGTERM (DESIGN §4, "Every end holds, on time")."""
+a close from another thread, SIGTERM (docs/architecture.md §3,
+"Every end holds, on time")."""
 
 from __future__ import annotations
 
