@@ -72,9 +72,7 @@ def test_a_cancel_stops_with_one_hold_and_a_second_goal_is_rejected(
     node, hold = _arm(tier, sim)
     client = EpisodeClient(tier)
     actions = tier.probe.listen(Float64MultiArray, "action")
-    goal = client.send(max_actions=100_000)
-    assert goal.accepted
-    goal.wait_feedback(lambda f: f.actions >= 5, "5 actions played")
+    goal = client.playing(actions=5)
     assert not client.send(max_actions=10).accepted  # one episode at a time
     answer = node.trigger("start_episode")  # however it is asked
     assert not answer.success and "already running" in answer.message
@@ -94,8 +92,7 @@ def test_an_estop_aborts_the_goal_and_goals_are_rejected_while_latched(
 ) -> None:
     node, hold = _arm(tier, sim)
     client = EpisodeClient(tier)
-    goal = client.send(max_actions=100_000)
-    goal.wait_feedback(lambda f: f.actions >= 5, "5 actions played")
+    goal = client.playing(actions=5)
     node.estop(True)
     status, outcome = goal.result()
     assert (status, outcome.reason) == ("aborted", "estop")
@@ -184,14 +181,12 @@ def test_deactivate_and_process_exit_during_a_goal_each_give_its_result(
 ) -> None:
     node, hold = _arm(tier, sim)
     client = EpisodeClient(tier)
-    goal = client.send(max_actions=100_000)
-    goal.wait_feedback(lambda f: f.actions >= 3, "3 actions played")
+    goal = client.playing()
     assert node.transition("deactivate")
     status, outcome = goal.result()
     assert (status, outcome.reason, outcome.episode) == ("aborted", "stopped", 1)
     assert node.transition("activate")
-    goal = client.send(max_actions=100_000)
-    goal.wait_feedback(lambda f: f.actions >= 3, "3 actions played")
+    goal = client.playing()
     assert node.interrupt() == 0
     status, outcome = goal.result()
     assert (status, outcome.reason, outcome.episode) == ("aborted", "stopped", 2)

@@ -68,6 +68,12 @@ class EpisodeClient:
         self.spin_until(self.client.server_is_ready, START_S, "the run_episode server")
         return Goal(self, RunEpisode.Goal(instruction=instruction, max_actions=max_actions))
 
+    def playing(self, actions: int = 3) -> Goal:
+        """A goal with no practical limit, once ``actions`` of it went out."""
+        goal = self.send(max_actions=100_000)
+        goal.wait_feedback(lambda f: f.actions >= actions, f"{actions} actions played")
+        return goal
+
     def close(self) -> None:
         self.client.destroy()
         self._executor.shutdown(timeout_sec=1)
