@@ -66,7 +66,7 @@ define floor_venv
 	test -n "$(2)" || { echo "no Python for $(1): see HUMBLE_PYTHON / JAZZY_PYTHON" >&2; exit 1; }
 	$(2) -m venv $(1)
 	$(1)/bin/python -m pip install -q -c $(3) $(DISTRO_PACKAGES) $(4)
-	$(1)/bin/python test/realros/fix_wheel_cmake.py
+	$(1)/bin/python test/support/realros/fix_wheel_cmake.py
 	rm -rf build
 	$(1)/bin/python -m pip install -q -c $(3) --no-build-isolation '.[test]'
 	$(1)/bin/python -m pip install -q --no-deps $(OPENPI_PEERS)
@@ -152,21 +152,21 @@ FLOOR_PYTEST = cd test && SEQUENCE_AI_FLOOR=$(1) $(3) ../$(2)/bin/python -m pyte
 
 # Jazzy's floor: the client's suite (the non-ROS tests that touch what differs by Python and
 # package versions: JAZZY_SUITE), the colcon builds, then the node as shipped on real rclpy in
-# separate processes (refuses to skip: test/realros), the colcon-installed node included.
+# separate processes (refuses to skip: test/support/realros), the colcon-installed node included.
 JAZZY_SUITE ?= .
 pytest-ros: $(ROS_VENV)/.installed $(ROS_WS)/.built
 	$(call FLOOR_MYPY,$(ROS_VENV))
-	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) -m "not soak and not ros" --ignore=test_install.py \
-		$(JAZZY_SUITE) test_colcon_build.py
+	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) -m "not soak and not ros" --ignore=project/test_install.py \
+		$(JAZZY_SUITE) ros/test_colcon_build.py
 	. $(ROS_WS)/install/setup.sh && $(call FLOOR_PYTEST,jazzy,$(ROS_VENV),SEQUENCE_AI_REAL_ROS=required) \
-		-m ros test_ros_real_*.py test_colcon_build.py
+		-m ros ros/test_ros_real_*.py ros/test_colcon_build.py
 
 # Humble's floor: the non-ROS suite but the install test (it builds venvs of its own), and
 # both colcon builds checked by layout (Humble's rclpy is not on PyPI).
 floor-humble: $(HUMBLE_VENV)/.installed
 	$(call FLOOR_MYPY,$(HUMBLE_VENV))
 	$(call FLOOR_PYTEST,humble,$(HUMBLE_VENV),SEQUENCE_AI_APT_HTTPX=$(CURDIR)/$(HUMBLE_VENV)/apt-httpx) \
-		-m "not soak and not ros" --ignore=test_install.py
+		-m "not soak and not ros" --ignore=project/test_install.py
 
 test: lint typecheck pytest floor-humble pytest-ros
 

@@ -85,7 +85,7 @@ setup(
             "PyYAML>=6",
             "types-PyYAML",
             # The released client this package descends from, run against the simulator as a
-            # peer (test/test_compat_010.py). It installs a `sequence-ai` script of its own;
+            # peer (test/core/test_compat_010.py). It installs a `sequence-ai` script of its own;
             # the Makefile reinstalls this package after the extras so ours is on PATH.
             "sequence-ai==0.1.0",
             # openpi's server and client (the openpi backend's peers) are installed by the

@@ -18,7 +18,7 @@ A generated table sits in a page between ``<!-- generated: NAME -->`` and
 Run from the repository root::
 
     python -m docs._generate           # rewrite the pages
-    python -m docs._generate --check   # print what disagrees, exit 1 (test/test_docs.py)
+    python -m docs._generate --check   # print what disagrees, exit 1 (test/project/test_docs.py)
 """
 
 from __future__ import annotations

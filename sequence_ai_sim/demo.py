@@ -27,7 +27,7 @@ from .catalogue import CATALOGUE, reference_chunk
 from .server import GatewaySimulator
 
 # The simulator is imported where it is used, never at import time: the client package does
-# not depend on sequence_ai_sim (test/test_package_layout.py checks it).
+# not depend on sequence_ai_sim (test/project/test_package_layout.py checks it).
 
 DEMO_KEY = "sk-demo-not-a-real-key"
 REFILL_S = 0.79

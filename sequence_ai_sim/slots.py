@@ -5,7 +5,7 @@ semaphore does not: a freed slot goes to whichever thread asks next, and a waite
 wakes to check for shutdown joins the back again. With 8 robots on 2 slots a request
 waited 13 s while later ones were served in 1 s, so an older request of one robot was
 answered after its newer one and thrown away: waste that a real queue does not cause
-(``test/test_sim_slots.py``).
+(``test/sim/test_sim_slots.py``).
 """
 
 from __future__ import annotations

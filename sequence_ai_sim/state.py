@@ -3,7 +3,7 @@
 ``SimSettings`` is frozen, so any thread may read it. ``SimState`` holds everything that
 changes while the simulator serves, behind one lock; the request handler and the
 ``GatewaySimulator`` facade touch it only through its public methods, each of which takes
-the lock for its whole read-modify-write (``test/test_sim_concurrency.py`` hammers them from
+the lock for its whole read-modify-write (``test/sim/test_sim_concurrency.py`` hammers them from
 many threads). Model slots are a queue of their own (``slots``): a request waits in it for
 seconds, and nothing else may wait while holding the lock.
 

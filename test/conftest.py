@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import TEST_KEY
 
 from sequence_ai_sim import GatewaySimulator
-
-TEST_KEY = "sk-test-0123456789abcdef"
 
 # A shell's background job (`make test &`, some CI runners) starts with SIGINT ignored, and
 # every program a test starts would inherit that: Ctrl-C and SIGINT tests then wait forever
@@ -35,14 +34,14 @@ def _real_rclpy() -> bool:
 # the plain venv it is not collected at all rather than reported as skipped.
 collect_ignore_glob = []
 if not _real_rclpy() and os.environ.get("SEQUENCE_AI_REAL_ROS") != "required":
-    collect_ignore_glob.append("test_ros_real_*.py")
+    collect_ignore_glob.append("ros/test_ros_real_*.py")
 if importlib.util.find_spec("launch_testing") is None:  # no wheel: ROS containers only
-    collect_ignore_glob.append("test_ros_launch.py")
+    collect_ignore_glob.append("ros/test_ros_launch.py")
 # colcon is installed in the floor venvs (make floor-humble, pytest-ros), where it must run.
 if not (Path(sys.executable).parent / "colcon").exists() and not os.environ.get(
     "SEQUENCE_AI_FLOOR"
 ):
-    collect_ignore_glob.append("test_colcon_build.py")
+    collect_ignore_glob.append("ros/test_colcon_build.py")
 
 
 @pytest.fixture

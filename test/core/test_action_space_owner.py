@@ -11,7 +11,7 @@ import pytest
 
 from sequence_ai_core.action_spaces import ACTION_SPACES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("sequence_ai_core", "sequence_ai_sim", "sequence_ai_ros", "bench")
 TABLE = ROOT / "sequence_ai_core" / "action_spaces.py"
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
-from sim_robot import Robot
+from support import TEST_KEY
+from support.sim_robot import Robot
 
 from sequence_ai_core import ChunkRefused, RunConfig
 from sequence_ai_core.errors import Unavailable

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TEST_KEY
+from support import TEST_KEY
 
 from sequence_ai_core.credentials import credentials_path, resolve_api_key
 from sequence_ai_core.tools.cli import main

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
+from support import TEST_KEY
 
 import sequence_ai_core as sai
 from sequence_ai_core.credentials import credentials_path

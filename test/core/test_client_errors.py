@@ -9,14 +9,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
+from support import TEST_KEY
+from support.statuses import EXPECTED
 
 from sequence_ai_core.errors import (
     AuthError,
     InvalidRequest,
     InvalidResponse,
     OutOfCredit,
-    PermissionDenied,
     SequencesError,
     Unavailable,
 )
@@ -25,24 +25,6 @@ from sequence_ai_core.types import Observation, Proprioception
 from sequence_ai_sim import Fault, GatewaySimulator
 
 OBS = Observation(Proprioception([0.0] * 7))
-
-EXPECTED: dict[int, type[SequencesError]] = {
-    400: InvalidRequest,
-    401: AuthError,
-    402: OutOfCredit,
-    403: PermissionDenied,
-    404: InvalidRequest,
-    409: InvalidRequest,
-    410: InvalidRequest,
-    413: InvalidRequest,
-    422: InvalidRequest,
-    429: Unavailable,
-    500: SequencesError,
-    501: SequencesError,
-    502: Unavailable,
-    503: Unavailable,
-    504: Unavailable,
-}
 
 
 @pytest.fixture

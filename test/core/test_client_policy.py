@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
+from support import TEST_KEY
 
 from sequence_ai_core import __version__
 from sequence_ai_core.credentials import save_api_key

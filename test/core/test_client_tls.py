@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import TEST_KEY
+from support import TEST_KEY
 
 from sequence_ai_core.errors import TLSError, Unavailable
 from sequence_ai_core.gateway.catalogue import models

@@ -17,10 +17,10 @@ import httpx
 import numpy as np
 import pytest
 import sequence_ai as sai010
-from conftest import TEST_KEY
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
+from support import TEST_KEY
 
 from sequence_ai_core import ImageFrame, Observation, Proprioception, connect, encode_image
 from sequence_ai_core.images import image_bytes

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from engine_clock import LATENCY_S, Clock, ClockGateway, drive, robot, run_for
+from support.engine_clock import LATENCY_S, Clock, ClockGateway, drive, robot, run_for
 
 from sequence_ai_core.errors import Unavailable
 from sequence_ai_core.playback.load import LoadMonitor, is_busy, server_queue_s

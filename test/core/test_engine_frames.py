@@ -9,8 +9,8 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
 from PIL import Image
+from support import TEST_KEY
 
 import sequence_ai_core.frames as frames
 from sequence_ai_core.errors import InvalidRequest

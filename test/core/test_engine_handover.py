@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 import pytest
-from engine_clock import Clock
-from seam_rig import STEPS, Scripted, play, ramp
+from support.engine_clock import Clock
+from support.seam_rig import STEPS, Scripted, play, ramp
 
 from sequence_ai_core.playback.blends import fade, smooth, steer
 from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine, Tick

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from engine_clock import LATENCY_S, Clock, ClockGateway, Robot, robot, run_for
+from support.engine_clock import LATENCY_S, Clock, ClockGateway, Robot, robot, run_for
 
 SEEDS = 40
 EARLY_BOUNDARIES = 10

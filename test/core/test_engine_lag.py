@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from engine_clock import LATENCY_S, drive
+from support.engine_clock import LATENCY_S, drive
 
 from sequence_ai_core.playback.engine import EngineConfig
 from sequence_ai_core.playback.plan import LAG_CONVERGE_CHUNKS, ChunkPlan

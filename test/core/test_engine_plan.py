@@ -12,9 +12,9 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import TEST_KEY
 
 from sequence_ai_core.errors import InvalidResponse
 from sequence_ai_core.playback.blends import rows_from

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rtc_clock import DIM, HZ, PERIOD_S, Run, drive, profile
+from support.rtc_clock import DIM, HZ, PERIOD_S, Run, drive, profile
 
 import sequence_ai_core as sai
 from sequence_ai_core.playback.source import DriverGuard, PlannedPrefix
@@ -108,7 +108,7 @@ def test_a_source_without_the_keyword_is_called_as_before() -> None:
 
 
 def test_the_gateway_is_never_handed_the_prefix(sim: Any) -> None:
-    from conftest import TEST_KEY
+    from support import TEST_KEY
 
     observation = sai.Observation(
         proprioception=sai.Proprioception(joint_positions=[0.0] * 7, gripper=0.5),

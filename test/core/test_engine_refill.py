@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from conftest import TEST_KEY
+from support import TEST_KEY
 
 from sequence_ai_core.errors import InvalidResponse, OutOfCredit, Unavailable
 from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine, Tick

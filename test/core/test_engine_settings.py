@@ -8,8 +8,8 @@ import math
 from dataclasses import replace
 
 import pytest
-from conftest import TEST_KEY
-from engine_clock import NoHttp
+from support import TEST_KEY
+from support.engine_clock import NoHttp
 
 from sequence_ai_core.playback.engine import PlaybackEngine
 from sequence_ai_core.playback.engine_config import (

@@ -12,8 +12,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import TEST_KEY
-from engine_clock import Clock, ClockGateway, robot
+from support import TEST_KEY
+from support.engine_clock import Clock, ClockGateway, robot
 
 from sequence_ai_core.errors import Stalled
 from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine

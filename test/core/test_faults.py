@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import TEST_KEY
-from faultkit import (
+from support import TEST_KEY
+from support.faultkit import (
     DIM,
     HORIZON,
     LATENCY_S,
@@ -35,7 +35,7 @@ from faultkit import (
     key_free_texts,
     wait_until,
 )
-from test_client_errors import EXPECTED
+from support.statuses import EXPECTED
 
 from sequence_ai_core import (
     InvalidResponse,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import TEST_KEY
-from faultkit import (
+from support import TEST_KEY
+from support.faultkit import (
     HORIZON,
     LATENCY_S,
     MAX_ACTIONS,

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import TEST_KEY
+from support import TEST_KEY
 
 import sequence_ai_core as sai
 from sequence_ai_sim import Fault, GatewaySimulator, SimulatedArm

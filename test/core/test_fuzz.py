@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import TEST_KEY
+from support.fuzzing import DIM, examples, gateway, policy
 
 from sequence_ai_core import (
     AuthError,
@@ -29,7 +29,7 @@ from sequence_ai_core import (
 )
 from sequence_ai_core.errors import error_from_response
 from sequence_ai_core.gateway.wire import parse_prediction
-from sequence_ai_core.policy import Policy, connect
+from sequence_ai_core.policy import Policy
 from sequence_ai_core.types import (
     ACTION_SPACES,
     Observation,
@@ -38,6 +38,8 @@ from sequence_ai_core.types import (
 )
 from sequence_ai_sim import Fault, GatewaySimulator
 
+__all__ = ["gateway", "policy"]  # the fixtures, imported for pytest to find
+
 #: Examples per property; docs/safety.md quotes the total.
 FUZZ_EXAMPLES = {
     "response_bodies": 300,
@@ -45,18 +47,10 @@ FUZZ_EXAMPLES = {
     "bodies_through_simulator": 60,
     "errors_through_simulator": 60,
 }
-MODEL = "lingbot-vla-v2-6b"
-DIM = 7
 
 
 def fuzz(name: str, table: dict[str, int] = FUZZ_EXAMPLES) -> settings:
-    return settings(
-        max_examples=table[name],
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    )
+    return examples(name, table)
 
 
 # ------------------------------------------------------------------ strategies
@@ -258,18 +252,6 @@ def test_error_body_becomes_a_typed_error(status: int, body: Any, retry_after: s
 
 
 # ------------------------------------------------------------------ through the simulator
-
-
-@pytest.fixture(scope="module")
-def gateway() -> Iterator[GatewaySimulator]:
-    with GatewaySimulator(api_key=TEST_KEY) as sim:
-        yield sim
-
-
-@pytest.fixture
-def policy(gateway: GatewaySimulator) -> Iterator[Policy]:
-    with connect(MODEL, api_key=TEST_KEY, base_url=gateway.url) as handle:
-        yield handle
 
 
 OBSERVATION = Observation(Proprioception(joint_positions=[0.0] * DIM))

@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
-from faultkit import camera_frames
 from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
-from test_fuzz import DIM, MODEL, fuzz, gateway, policy
+from support import TEST_KEY
+from support.faultkit import camera_frames
+from support.fuzzing import DIM, MODEL, gateway, policy
+from support.fuzzing import examples as fuzz
 
 from sequence_ai_core.errors import SequencesError
 from sequence_ai_core.gateway.wire import encode_observation

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
-from faultkit import DIM, MODEL, OBSERVATION, camera_frames
-from hostile import HOSTILE_EXAMPLES
 from hypothesis import given
 from hypothesis import strategies as st
-from test_fuzz import fuzz
+from support import TEST_KEY
+from support.faultkit import DIM, MODEL, OBSERVATION, camera_frames
+from support.fuzzing import examples as fuzz
+from support.hostile import HOSTILE_EXAMPLES
 
 from sequence_ai_core import (
     AuthError,
@@ -211,7 +211,7 @@ def test_hold_raising_does_not_replace_the_callers_exception(policy: Policy) -> 
 _SIGTERM_SCRIPT = """
 import sys
 sys.path.insert(0, {test_dir!r})
-from faultkit import MODEL, OBSERVATION
+from support.faultkit import MODEL, OBSERVATION
 from sequence_ai_core import connect
 from sequence_ai_sim import GatewaySimulator
 KEY = "sk-test-0123456789abcdef"
@@ -228,7 +228,7 @@ with GatewaySimulator(api_key=KEY, latency_s=0.01) as sim, connect(
 
 def test_sigterm_during_run_holds_then_exits() -> None:
     """docker stop / systemd send SIGTERM: it used to kill the process with no hold."""
-    script = _SIGTERM_SCRIPT.format(test_dir=str(Path(__file__).parent))
+    script = _SIGTERM_SCRIPT.format(test_dir=str(Path(__file__).parents[1]))
     child = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -17,9 +17,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
-from faultkit import MODEL, OBSERVATION, harness, wait_until
-from hostile import (
+from hypothesis import given
+from hypothesis import strategies as st
+from support import TEST_KEY
+from support.faultkit import MODEL, OBSERVATION, harness, wait_until
+from support.fuzzing import examples as fuzz
+from support.hostile import (
     HOSTILE_EXAMPLES,
     HostileGateway,
     Request,
@@ -30,9 +33,6 @@ from hostile import (
     stacked_gzip,
     trickle,
 )
-from hypothesis import given
-from hypothesis import strategies as st
-from test_fuzz import fuzz
 
 from sequence_ai_core import InvalidResponse, SequencesError, Unavailable, connect
 from sequence_ai_core.errors import Stalled
@@ -157,7 +157,7 @@ def test_a_trickled_catalogue_does_not_keep_run_from_starting() -> None:
 _EXIT_SCRIPT = """
 import sys
 sys.path.insert(0, {test_dir!r})
-from faultkit import MODEL, OBSERVATION
+from support.faultkit import MODEL, OBSERVATION
 from sequence_ai_core import connect
 with connect(MODEL, api_key="sk-test-0123456789abcdef", base_url={url!r}, timeout_s=600) as p:
     outcome = p.run(lambda: OBSERVATION, lambda a: None, max_actions=1000,
@@ -179,7 +179,7 @@ def test_a_hung_request_does_not_keep_the_interpreter_alive() -> None:
             trickle(body, 1.0)(request, sock, gateway)
 
     with HostileGateway(first_then_trickle) as gateway:
-        script = _EXIT_SCRIPT.format(test_dir=str(Path(__file__).parent), url=gateway.url)
+        script = _EXIT_SCRIPT.format(test_dir=str(Path(__file__).parents[1]), url=gateway.url)
         done = subprocess.run(
             [sys.executable, "-c", script], capture_output=True, text=True, timeout=45
         )
@@ -237,7 +237,7 @@ def test_close_from_another_thread_ends_a_run_at_once() -> None:
 
 
 def _frames(model: str) -> Any:
-    from faultkit import camera_frames
+    from support.faultkit import camera_frames
 
     return camera_frames(model)
 

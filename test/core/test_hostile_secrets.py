@@ -10,12 +10,19 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import TEST_KEY
-from faultkit import MODEL, OBSERVATION, harness
-from hostile import HOSTILE_EXAMPLES, HostileGateway, Request, answer, chunk_body, http_response
 from hypothesis import given
 from hypothesis import strategies as st
-from test_fuzz import fuzz
+from support import TEST_KEY
+from support.faultkit import MODEL, OBSERVATION, harness
+from support.fuzzing import examples as fuzz
+from support.hostile import (
+    HOSTILE_EXAMPLES,
+    HostileGateway,
+    Request,
+    answer,
+    chunk_body,
+    http_response,
+)
 
 from sequence_ai_core import (
     AuthError,

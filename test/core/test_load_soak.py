@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
-from faultkit import camera_frames, wait_until
+from support import TEST_KEY
+from support.faultkit import camera_frames, wait_until
 
 from sequence_ai_core.playback.engine_config import RunConfig
 from sequence_ai_core.playback.stats import SampleWindow

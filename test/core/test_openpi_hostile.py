@@ -16,7 +16,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from test_openpi_server import DROID, droid_observation
+from support.openpi_droid import DROID, droid_observation
 
 import sequence_ai_core as sai
 from sequence_ai_core.errors import TLSError

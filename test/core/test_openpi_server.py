@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from openpi_client import image_tools, msgpack_numpy
+from support.openpi_droid import DROID, STAMP, droid_observation
 
 import sequence_ai_core as sai
 from sequence_ai_core.frames import RawFrame
@@ -25,24 +26,8 @@ from sequence_ai_core.openpi.profiles import resize_with_pad
 from sequence_ai_sim.openpi_peer import PeerServer, TrajectoryPolicy, reference
 
 KEY = "sk-openpi-0123456789abcdef"
-STAMP = ("observation/timestamp",)
-#: DROID as openpi's example sends it, plus the observation's time (openpi's own DROID
-#: policy ignores keys it does not read) so the peer's trajectory is anchored like a model's.
-DROID = dataclasses.replace(BUILTIN["droid"], timestamp_key=STAMP)
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def droid_observation(width: int = 320, height: int = 240) -> sai.Observation:
-    rng = np.random.default_rng(0)
-    return sai.Observation(
-        proprioception=sai.Proprioception(joint_positions=[0.1] * 7, gripper=0.25),
-        images=[
-            RawFrame("exterior_1", rng.integers(0, 255, (height, width, 3), dtype=np.uint8)),
-            RawFrame("wrist_left", rng.integers(0, 255, (224, 224, 3), dtype=np.uint8)),
-        ],
-        instruction="put the cup in the sink",
-    )
 
 
 def observation_for(profile: Profile) -> sai.Observation:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
-from recorded import only, read_bag, record_episode, values_of
+from support import TEST_KEY
+from support.recorded import only, read_bag, record_episode, values_of
 
 from sequence_ai_core.action_spaces import ACTION_SPACES, kind_of
 from sequence_ai_core.recording import topics

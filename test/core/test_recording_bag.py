@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from recorded import record_episode
 from rosbags.rosbag2 import Reader
 from rosbags.typesys import Stores, get_typestore
+from support.recorded import record_episode
 
 from sequence_ai_core.action_spaces import ACTION_SPACES
 from sequence_ai_core.recording import topics

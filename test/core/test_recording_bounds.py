@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
-from recorded import only, read_bag, record_episode, values_of
+from support import TEST_KEY
+from support.recorded import only, read_bag, record_episode, values_of
 
 from sequence_ai_core.errors import ConfigurationError
 from sequence_ai_core.playback.journal import Journal

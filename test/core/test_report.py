@@ -18,8 +18,8 @@ import pytest
 
 pytest.importorskip("rosbags")
 
-from recorded_bags import EpisodeBag, record_engine
-from seam_rig import ramp
+from support.recorded_bags import EpisodeBag, record_engine
+from support.seam_rig import ramp
 
 from sequence_ai_core.playback.engine import EngineConfig
 from sequence_ai_core.playback.handover import Handover
@@ -29,7 +29,7 @@ from sequence_ai_core.recording.summary import summary
 from sequence_ai_core.tools.cli import main
 from sequence_ai_core.types import FloatArray
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PERIOD = 0.1
 #: One space of each kind: positions, velocities, deltas (played step by step).
 KINDS = ("joint_absolute", "joint_velocity", "ee_delta")

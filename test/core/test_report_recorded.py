@@ -8,9 +8,9 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import TEST_KEY
 from PIL import Image
-from recorded import record_episode
+from support import TEST_KEY
+from support.recorded import record_episode
 
 from sequence_ai_core.action_spaces import ACTION_SPACES
 from sequence_ai_core.playback.outcome import RunOutcome

@@ -12,7 +12,7 @@ in-chunk step the largest such change inside a chunk.
 from __future__ import annotations
 
 import pytest
-from rtc_clock import DIM, HZ, drive, profile
+from support.rtc_clock import DIM, HZ, drive, profile
 
 from sequence_ai_sim.disagreement import Spread
 from sequence_ai_sim.rtc_peer import AGREEING, RtcTrajectoryPolicy

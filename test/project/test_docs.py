@@ -15,12 +15,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import TEST_KEY
+from support import TEST_KEY
 
 from sequence_ai_core import EngineConfig, PlaybackEngine, connect
 from sequence_ai_sim import GatewaySimulator
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 

@@ -20,7 +20,7 @@ import pytest
 
 import sequence_ai_core
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FLOORS = ROOT / "test" / "floors"
 FLOOR = os.environ.get("SEQUENCE_AI_FLOOR")
 PYTHONS = {"humble": (3, 10), "jazzy": (3, 12)}

@@ -2,9 +2,9 @@
 
 ``sequence_ai_core`` imports neither the simulator, nor the node, nor ROS; the simulator does
 not import the node; the node's ROS-free helpers reach no ROS module, directly or through
-others; and no module imports itself through others. Read from the sources (test/import_graph.py:
-every import statement, lazy ones included), and checked for real by importing every module in
-a fresh interpreter.
+others; and no module imports itself through others. Read from the sources
+(test/support/import_graph.py: every import statement, lazy ones included), and checked for real
+by importing every module in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from import_graph import (
+from support.import_graph import (
     IN_FUNCTION,
     MODULE_LEVEL,
     TYPE_CHECKING_ONLY,

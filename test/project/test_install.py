@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOT_SOURCE = (".venv*", ".git", "build", "install", "log", "*.egg-info", "__pycache__", "*_cache")
 # .ros-ws/src/sequence_ai_ros links back to the repository: followed, the copy would not end
 NOT_SOURCE += (".hypothesis", "results", ".ros-ws")

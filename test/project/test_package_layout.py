@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import importlib
 
-from import_graph import ROOT, modules
+from support.import_graph import ROOT, modules
 
 CORE, SIM = "sequence_ai_core", "sequence_ai_sim"
 

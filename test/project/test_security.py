@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TEST_KEY
-from faultkit import Episode, assert_key_absent, key_free_texts
+from support import TEST_KEY
+from support.faultkit import Episode, assert_key_absent, key_free_texts
 
 from sequence_ai_core import credentials
 from sequence_ai_core.errors import SequencesError

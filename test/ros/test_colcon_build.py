@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "sequence_ai_ros"
 PYTHON_PACKAGES = ("sequence_ai_core", "sequence_ai_sim", PACKAGE)
 BIN = Path(sys.executable).parent
@@ -270,8 +270,8 @@ def test_the_installed_policy_node_starts_and_answers(tmp_path: Path, symlink: b
     """``ros2 run sequence_ai_ros policy_node`` without ros2cli: the executable colcon
     installed, in a shell that sourced the install, answering ``get_state`` on real rclpy."""
     from lifecycle_msgs.srv import GetState
-    from realros import Probe, RosProcess, Tier, ros_context
-    from realros.nodes import NODE
+    from support.realros import Probe, RosProcess, Tier, ros_context
+    from support.realros.nodes import NODE
 
     install = build(tmp_path, symlink=symlink, ros_sourced=False)
     found = in_install(install, [sys.executable, "-c",

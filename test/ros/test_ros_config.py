@@ -13,7 +13,7 @@ import yaml
 from sequence_ai_ros import params
 from sequence_ai_sim import CATALOGUE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYTHON_KIND = {"bool": bool, "integer": int, "double": float, "string": str}
 
 

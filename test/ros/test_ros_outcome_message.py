@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TEST_KEY
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.base import Nodetype
+from support import TEST_KEY
 
 from sequence_ai_core.errors import ChunkRefused
 from sequence_ai_core.playback.engine import EngineConfig, Phase, PlaybackEngine
@@ -44,7 +44,7 @@ from sequence_ai_ros.outcome_message import (
 )
 from sequence_ai_sim import GatewaySimulator, SimulatedArm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "sequence_ai_ros"
 RUN_OUTCOME = f"{PACKAGE}/msg/RunOutcome"
 FEEDBACK = f"{PACKAGE}/action/RunEpisode_Feedback"

@@ -14,9 +14,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import humble_messages as messages
 import numpy as np
 import pytest
+from support import humble_messages as messages
 
 from sequence_ai_ros import conversions as conv
 from sequence_ai_ros import outputs, params
@@ -24,7 +24,7 @@ from sequence_ai_ros.command_sink import CommandSink, Publishers
 from sequence_ai_sim.commands import controller_takes, reader_for
 from sequence_ai_sim.controllers import CONTROLLER_MODELS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sequence_ai_ros"
 JOINTS = [f"joint_{i + 1}" for i in range(7)]
 
@@ -128,7 +128,7 @@ OUTPUT = PositionArrayOutput()
 
 _USE_IT = """
 import numpy as np
-import humble_messages as messages
+from support import humble_messages as messages
 from sequence_ai_ros import conversions as conv, outputs, params
 from sequence_ai_ros.command_sink import CommandSink, Publishers
 from sequence_ai_sim.commands import reader_for

@@ -7,11 +7,11 @@ import math
 from dataclasses import fields
 from typing import Any
 
-import humble_messages as messages
 import numpy as np
 import pytest
-from conftest import TEST_KEY
 from PIL import Image as PILImage
+from support import TEST_KEY
+from support import humble_messages as messages
 
 from sequence_ai_core import redaction
 from sequence_ai_core.errors import OutOfCredit, Unavailable

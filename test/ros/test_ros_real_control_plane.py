@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from realros import Tier, tier, wait_for
-from realros.control_plane import EpisodeClient, Validator
-from realros.nodes import HoldServer, PolicyNode, sim_arm
 from std_msgs.msg import Float64MultiArray
+from support.realros import Tier, tier, wait_for
+from support.realros.control_plane import EpisodeClient, Validator
+from support.realros.nodes import HoldServer, PolicyNode, sim_arm
 from trajectory_msgs.msg import JointTrajectory
 
 from sequence_ai_sim import GatewaySimulator

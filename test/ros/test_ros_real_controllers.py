@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 from rclpy.qos import qos_profile_sensor_data
-from realros import Tier, tier, wait_for
-from realros.nodes import PolicyNode, sim_arm
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+from support.realros import Tier, tier, wait_for
+from support.realros.nodes import PolicyNode, sim_arm
 from trajectory_msgs.msg import JointTrajectory
 
 from sequence_ai_sim import GatewaySimulator

@@ -8,9 +8,9 @@ plan that stays empty past ``stall_timeout_s`` ends the episode as ``run()`` doe
 from __future__ import annotations
 
 import pytest
-from realros import Tier, tier, wait_for
-from realros.nodes import HoldServer, PolicyNode, sim_arm
 from std_msgs.msg import Float64MultiArray
+from support.realros import Tier, tier, wait_for
+from support.realros.nodes import HoldServer, PolicyNode, sim_arm
 
 from sequence_ai_sim import GatewaySimulator
 

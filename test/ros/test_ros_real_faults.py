@@ -12,12 +12,12 @@ import math
 from typing import Any
 
 import pytest
-from conftest import TEST_KEY
-from faultkit import PERSISTENT
-from realros import Tier, tier, wait_for
-from realros.nodes import HoldServer, PolicyNode, sim_arm
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+from support import TEST_KEY
+from support.faultkit import PERSISTENT
+from support.realros import Tier, tier, wait_for
+from support.realros.nodes import HoldServer, PolicyNode, sim_arm
 from trajectory_msgs.msg import JointTrajectory
 
 from sequence_ai_sim import GatewaySimulator

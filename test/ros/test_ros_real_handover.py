@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
-from realros import Tier, tier
-from realros.nodes import PolicyNode, sim_arm
 from std_msgs.msg import Float64MultiArray
+from support import TEST_KEY
+from support.realros import Tier, tier
+from support.realros.nodes import PolicyNode, sim_arm
 
 from sequence_ai_sim import GatewaySimulator
 

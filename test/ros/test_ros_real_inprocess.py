@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from realros import Recording, ros_context, wait_for
 from std_msgs.msg import Float64MultiArray
+from support import TEST_KEY
+from support.realros import Recording, ros_context, wait_for
 
 from sequence_ai_core.policy import Policy
 from sequence_ai_sim import GatewaySimulator

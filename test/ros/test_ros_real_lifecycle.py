@@ -1,6 +1,6 @@
 """Real rclpy: the policy node's lifecycle, parameters, log calls and process exits, as shipped.
 
-Every test runs the node and the simulated arm as processes (see test/realros); assertions
+Every test runs the node and the simulated arm as processes (see test/support/realros); assertions
 are on states, messages and process liveness, never on timing.
 """
 
@@ -11,9 +11,9 @@ import signal
 import pytest
 from rcl_interfaces.msg import ParameterType
 from rcl_interfaces.srv import GetParameters
-from realros import Tier, tier, wait_for
-from realros.nodes import PolicyNode, sim_arm
 from std_msgs.msg import Float64MultiArray
+from support.realros import Tier, tier, wait_for
+from support.realros.nodes import PolicyNode, sim_arm
 
 from sequence_ai_sim import GatewaySimulator
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
-from realros import Tier, tier, wait_for
-from realros.nodes import HoldServer, PolicyNode, policy_params, sim_arm
 from std_msgs.msg import Float64MultiArray
+from support import TEST_KEY
+from support.realros import Tier, tier, wait_for
+from support.realros.nodes import HoldServer, PolicyNode, policy_params, sim_arm
 
 from sequence_ai_sim.openpi_peer import PeerServer, TrajectoryPolicy
 

@@ -13,10 +13,10 @@ import time
 from typing import Any
 
 import pytest
-from realros import Tier, tier, wait_for
-from realros.nodes import LATCHED, PolicyNode, sim_arm
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
+from support.realros import Tier, tier, wait_for
+from support.realros.nodes import LATCHED, PolicyNode, sim_arm
 from trajectory_msgs.msg import JointTrajectory
 
 from sequence_ai_sim import GatewaySimulator

@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
 from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.serialization import deserialize_message
-from realros import Recording, Tier, tier, wait_for
-from realros.nodes import PolicyNode, sim_arm
 from rosbags.rosbag2 import Reader
 from sensor_msgs.msg import CompressedImage, JointState
 from std_msgs.msg import Float64MultiArray
+from support import TEST_KEY
+from support.realros import Recording, Tier, tier, wait_for
+from support.realros.nodes import PolicyNode, sim_arm
 from trajectory_msgs.msg import JointTrajectory
 
 from sequence_ai_core.recording import topics

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from realros import Tier, tier, wait_for
-from realros.nodes import NODE, HoldServer, PolicyNode, sim_arm
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+from support.realros import Tier, tier, wait_for
+from support.realros.nodes import NODE, HoldServer, PolicyNode, sim_arm
 from trajectory_msgs.msg import JointTrajectory
 
 from sequence_ai_sim import GatewaySimulator

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 from rosbags.rosbag2 import Reader
 from rosbags.typesys import Stores, get_typestore
-from test_ros_control import ABSOLUTE, Rig
+from support import TEST_KEY
+from support.control_rig import ABSOLUTE, Rig
 
 from sequence_ai_core.errors import ConfigurationError
 from sequence_ai_core.recording import topics

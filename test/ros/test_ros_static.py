@@ -27,7 +27,7 @@ import pytest
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.base import Nodetype
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # rclpy-intellisense is installed outside sys.path (`pip install --target`, see the Makefile):
 # its `rclpy/` is Humble's sources, not runnable, and would shadow a real rclpy.
 RCLPY = Path(os.environ.get("SEQUENCE_AI_HUMBLE_RCLPY", ROOT / ".venv" / "humble-rclpy" / "rclpy"))

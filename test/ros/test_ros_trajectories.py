@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import humble_messages as messages
 import numpy as np
 import pytest
+from support import humble_messages as messages
 
 from sequence_ai_ros import conversions as conv
 from sequence_ai_ros import params

@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TEST_KEY
-from test_sim_server import act_request
+from support import TEST_KEY
+from support.gateway_requests import act_request
 
 from sequence_ai_sim import CATALOGUE, Fault, GatewaySimulator
 from sequence_ai_sim.state import SimSettings, SimState

@@ -21,10 +21,9 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from conftest import TEST_KEY
 from PIL import Image
-from test_sim_server import act_request
-from test_sim_tls_cli import _start_cli
+from support import TEST_KEY
+from support.gateway_requests import act_request, start_sim_cli
 
 import sequence_ai_core
 from sequence_ai_core.types import MODEL_PREFIX, ImageFrame, Observation, Proprioception
@@ -358,7 +357,7 @@ def test_the_flags_parse_and_default_to_none() -> None:
 
 
 def _cli_answers(*flags: str) -> list[dict[str, Any]]:
-    process = _start_cli("--api-key", TEST_KEY, "--latency", "0", *flags)
+    process = start_sim_cli("--api-key", TEST_KEY, "--latency", "0", *flags)
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()

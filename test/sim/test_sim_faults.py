@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TEST_KEY
-from test_sim_server import act_request, client
+from support import TEST_KEY
+from support.gateway_requests import act_request, client
 
 from sequence_ai_sim import Fault, GatewaySimulator
 

@@ -6,8 +6,8 @@ import time
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
-from test_sim_server import PI05, act_request, client
+from support import TEST_KEY
+from support.gateway_requests import PI05, act_request, client
 
 from sequence_ai_core.types import MODEL_PREFIX
 from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm, reference_position

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import io
 import logging
 import socket
 import threading
@@ -12,33 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TEST_KEY
-from PIL import Image
+from support import TEST_KEY
+from support.gateway_requests import PI05, act_request, client
 
 from sequence_ai_core.types import MODEL_PREFIX
 from sequence_ai_sim import GatewaySimulator
-
-PI05 = MODEL_PREFIX + "pi05-droid"
-AUTH = {"Authorization": f"Bearer {TEST_KEY}"}
-
-
-def jpeg_b64() -> str:
-    buffer = io.BytesIO()
-    Image.new("RGB", (16, 12), (10, 120, 200)).save(buffer, format="JPEG")
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
-def act_request(model: str = PI05, **options: Any) -> dict[str, Any]:
-    observation = {
-        "images": [{"view": "exterior_1", "data": jpeg_b64(), "timestamp_ms": 1_764_480_000_000}],
-        "proprioception": {"joint_positions": [0.0] * 7, "gripper": 0.5},
-        "instruction": "put the cup in the sink",
-    }
-    return {"model": model, "observation": observation, **options}
-
-
-def client(sim: GatewaySimulator, **kwargs: Any) -> httpx.Client:
-    return httpx.Client(base_url=sim.url, headers=AUTH, timeout=10.0, **kwargs)
 
 
 def test_act_answers_the_documented_body(sim: GatewaySimulator) -> None:

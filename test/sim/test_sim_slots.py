@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from conftest import TEST_KEY
-from test_sim_server import act_request
+from support import TEST_KEY
+from support.gateway_requests import act_request
 
 from sequence_ai_sim import GatewaySimulator
 from sequence_ai_sim.slots import FifoSlots

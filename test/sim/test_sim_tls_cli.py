@@ -13,14 +13,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import TEST_KEY
-from test_sim_server import act_request
+from support import TEST_KEY
+from support.gateway_requests import act_request, start_sim_cli
 
 from sequence_ai_sim import GatewaySimulator
 from sequence_ai_sim.certificates import self_signed_cert
 from sequence_ai_sim.cli import add_arguments
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -51,20 +51,8 @@ def test_tls_needs_cert_and_key_together(certificate: tuple[str, str]) -> None:
         GatewaySimulator(tls_cert=certificate[0])
 
 
-def _start_cli(*extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "sequence_ai_sim", "--port", "0", *extra]
-    return subprocess.Popen(
-        command,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def test_cli_serves_until_sigterm() -> None:
-    process = _start_cli("--latency", "0.01", env={"SEQUENCES_SIM_API_KEY": TEST_KEY})
+    process = start_sim_cli("--latency", "0.01", env={"SEQUENCES_SIM_API_KEY": TEST_KEY})
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()
@@ -95,7 +83,7 @@ def test_cli_serves_until_sigterm() -> None:
 
 
 def test_cli_sigint_is_a_clean_exit_too() -> None:
-    process = _start_cli("--api-key", TEST_KEY)
+    process = start_sim_cli("--api-key", TEST_KEY)
     try:
         assert process.stdout is not None
         assert process.stdout.readline().startswith("gateway simulator on")
@@ -128,7 +116,7 @@ def test_cli_answers_a_cold_worker_in_the_error_shape_asked_for(shape: str) -> N
     """0.1.0 reads only the older warming body: ``sequence-ai sim --cold-start`` must be
     able to send it, not only the Python API."""
     extra = ("--error-shape", shape) if shape == "older" else ()
-    process = _start_cli("--api-key", TEST_KEY, "--cold-start", "60", "--latency", "0", *extra)
+    process = start_sim_cli("--api-key", TEST_KEY, "--cold-start", "60", "--latency", "0", *extra)
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()

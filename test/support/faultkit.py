@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_KEY
 
 from sequence_ai_core import ImageFrame, Observation, Proprioception, SequencesError
 from sequence_ai_core.images import encode_image
@@ -22,6 +21,7 @@ from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.policy import Policy
 from sequence_ai_core.types import FloatArray
 from sequence_ai_sim import CATALOGUE, Fault, GatewaySimulator
+from support import TEST_KEY
 
 MODEL = "lingbot-vla-v2-6b"  # 30 Hz: the catalogue's fastest control rate
 DIM = CATALOGUE[MODEL].action_dim

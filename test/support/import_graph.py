@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("sequence_ai_core", "sequence_ai_sim", "sequence_ai_ros")
 MODULE_LEVEL, IN_FUNCTION, TYPE_CHECKING_ONLY = "at module level", "in a function", "for typing"
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from conftest import TEST_KEY
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 
@@ -21,6 +20,7 @@ from sequence_ai_core.recording.config import RecordConfig
 from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Prediction
 from sequence_ai_sim.arm import SimulatedArm
 from sequence_ai_sim.catalogue import SimModel
+from support import TEST_KEY
 
 
 @dataclass

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from engine_clock import Clock, NoHttp
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
-from seam_rig import HZ, STEPS, Scripted
 
 from sequence_ai_core.action_spaces import kind_of, skips_stale
 from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.recording import topics
 from sequence_ai_core.types import FloatArray, Observation, Prediction, Proprioception
+from support.engine_clock import Clock, NoHttp
+from support.seam_rig import HZ, STEPS, Scripted
 
 STORE = get_typestore(Stores.ROS2_HUMBLE)
 TYPES = STORE.types

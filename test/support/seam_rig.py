@@ -13,11 +13,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from engine_clock import ANSWERS, LATENCY_S, Clock, NoHttp
 
 from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.types import ActionChunk, FloatArray, Observation, Prediction, Proprioception
+from support.engine_clock import ANSWERS, LATENCY_S, Clock, NoHttp
 
 HZ = 10.0
 STEPS = 10

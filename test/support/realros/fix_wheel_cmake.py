@@ -3,7 +3,7 @@
 The message packages' exported CMake files name the wheel builder's Python headers and numpy
 (``/opt/python/cp3xx-cp3xx/...``); a package that generates Python interfaces against them
 fails to configure. Rewritten in place, once per venv (a second run finds nothing to change).
-Run with the venv's own Python: ``python -m realros.fix_wheel_cmake`` or this file's path.
+Run with the venv's own Python: ``python -m support.realros.fix_wheel_cmake`` or this file's path.
 """
 
 from __future__ import annotations

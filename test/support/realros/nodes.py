@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from conftest import TEST_KEY
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
@@ -16,6 +15,7 @@ from std_srvs.srv import Trigger
 
 from sequence_ai_sim import GatewaySimulator
 from sequence_ai_sim.catalogue import find_model
+from support import TEST_KEY
 
 from . import RosProcess, Tier, wait_for
 
