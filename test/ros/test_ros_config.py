@@ -181,3 +181,10 @@ def test_control_hz_zero_is_the_chunks_own_rate_and_the_bounds_are_taken(
 ) -> None:
     values = node_parameters(ROOT / "config" / "pi05_droid.yaml")
     assert params.parse({**values, "control_hz": hz}).run.control_hz == parsed
+
+
+def test_the_package_says_it_supports_both_distros() -> None:
+    import sequence_ai_ros
+
+    summary = (sequence_ai_ros.__doc__ or "").split("\n\n", 1)[0]
+    assert "Humble" in summary and "Jazzy" in summary, summary

@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from sequence_ai_ros import safety
 from sequence_ai_ros.hold import hold_command
+from sequence_ai_ros.safety import SafetyChecks, load_validator
 
 CHECKS = safety.SafetyChecks(4, max_step=[0.5])
 MEASURED = np.array([1.0, -1.0, 0.5])
@@ -87,3 +89,37 @@ def test_a_trajectory_starts_at_the_checked_action_and_ends_with_the_episode() -
     smooth[3, 1] += 0.6
     problem = safety.check_trajectory(CHECKS, smooth[1:], smooth[0])
     assert problem is not None and problem.startswith("planned step 2 of the trajectory:")
+
+
+def reject_large_gripper(action: np.ndarray) -> bool:
+    return bool(action[-1] < 0.9)
+
+
+def crash(action: np.ndarray) -> bool:
+    raise RuntimeError("boom")
+
+
+def test_safety_checks_each_rule() -> None:
+    checks = SafetyChecks(3, lower=[-1, -1, 0], upper=[1, 1, 1], max_step=[0.5])
+    assert checks.check(np.array([0.1, 0.2, 0.5]), None) is None
+    assert "shape" in str(checks.check(np.array([0.1, 0.2]), None))
+    assert "non-finite" in str(checks.check(np.array([0.1, np.nan, 0.5]), None))
+    assert checks.check(np.array([0.0, 0.0, -0.1]), None) == "below lower_limits at index [2]"
+    assert checks.check(np.array([1.5, 0.0, 0.1]), None) == "above upper_limits at index [0]"
+    reason = checks.check(np.array([0.9, 0.0, 0.5]), np.array([0.1, 0.0, 0.5]))
+    assert reason is not None and "index 0" in reason
+    # A shorter `previous` (measured arm joints, no gripper) compares the overlap only.
+    assert checks.check(np.array([0.1, 0.0, 1.0]), np.array([0.1, 0.0])) is None
+
+
+def test_custom_validator_rejects_and_crashes_safely() -> None:
+    name = f"{__name__}:reject_large_gripper"
+    checks = SafetyChecks(2, validator=load_validator(name), validator_name=name)
+    assert checks.check(np.array([0.0, 0.5]), None) is None
+    assert "rejected" in str(checks.check(np.array([0.0, 0.95]), None))
+    crashing = SafetyChecks(2, validator=load_validator(f"{__name__}:crash"), validator_name="c")
+    assert "RuntimeError: boom" in str(crashing.check(np.array([0.0, 0.5]), None))
+    with pytest.raises(ValueError, match="cannot import"):
+        load_validator("no_such_module_xyz:f")
+    with pytest.raises(ValueError, match="no function"):
+        load_validator(f"{__name__}:missing")

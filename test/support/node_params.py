@@ -1,0 +1,13 @@
+"""The node's parameters as ROS would hand them over: every default, some changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sequence_ai_ros import params
+
+
+def raw_params(**changes: Any) -> dict[str, Any]:
+    values = {spec.name: spec.default for spec in params.PARAMETERS}
+    values.update(changes)
+    return values
