@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import TEST_KEY
+from support.hostile import HostileGateway, answer, chunk_body
 
 from sequence_ai_core import __version__
 from sequence_ai_core.credentials import save_api_key
@@ -64,10 +65,19 @@ def test_every_request_carries_its_own_request_id_and_client_headers(
     second = policy.predict(observation())
     assert [r["request_id"] for r in sim.received] == [first.request_id, second.request_id]
     assert first.request_id != second.request_id
-    headers = policy._backend.transport._client.headers
-    assert headers["user-agent"] == f"sequence-ai-ros/{__version__}"
-    assert headers["content-type"] == "application/json"
-    assert headers["authorization"] == f"Bearer {TEST_KEY}"
+
+
+def test_every_request_carries_the_client_headers_on_the_wire() -> None:
+    with (
+        HostileGateway(answer(chunk_body("pi05-droid"))) as gateway,
+        connect("pi05-droid", api_key=TEST_KEY, base_url=gateway.url) as handle,
+    ):
+        handle.predict(observation())
+    acts = [r.headers for r in gateway.requests if r.path == "/v1/act"]
+    assert len(acts) == 1
+    assert acts[0]["user-agent"] == f"sequence-ai-ros/{__version__}"
+    assert acts[0]["content-type"] == "application/json"
+    assert acts[0]["authorization"] == f"Bearer {TEST_KEY}"
 
 
 def test_request_carries_model_observation_and_options(
@@ -218,11 +228,11 @@ def test_key_from_credentials_file_is_used(sim: GatewaySimulator) -> None:
         assert handle.predict(observation()).action_chunk.action_dim == 8
 
 
-def test_no_key_is_refused_before_sending_and_says_where_it_looked(
-    sim: GatewaySimulator, clean_env: Path
-) -> None:
-    with connect("pi05-droid", base_url=sim.url) as handle:
-        assert "authorization" not in handle._backend.transport._client.headers
+def test_no_key_is_refused_before_sending_and_says_where_it_looked(clean_env: Path) -> None:
+    with (
+        HostileGateway(answer(chunk_body("pi05-droid"))) as gateway,
+        connect("pi05-droid", base_url=gateway.url) as handle,
+    ):
         assert handle.describe().short_id == "pi05-droid"  # the public catalogue needs none
         with pytest.raises(AuthError) as info:
             handle.predict(observation())
@@ -231,7 +241,8 @@ def test_no_key_is_refused_before_sending_and_says_where_it_looked(
     assert "$SEQUENCES_API_KEY" in message
     assert str(clean_env / "sequence-ai" / "credentials") in message
     assert "sequence-ai login" in message
-    assert sim.stats()["act_requests"] == 0
+    assert [r.path for r in gateway.requests if r.method == "POST"] == []  # nothing was sent
+    assert gateway.requests and all("authorization" not in r.headers for r in gateway.requests)
 
 
 def test_control_hz_override_is_stored_and_checked(sim: GatewaySimulator) -> None:
