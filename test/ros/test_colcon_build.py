@@ -22,6 +22,8 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -132,6 +134,26 @@ def build(tmp_path: Path, *, symlink: bool, ros_sourced: bool) -> Path:
     return workspace / "install"
 
 
+KINDS = [(symlink, ros_sourced) for symlink in (False, True) for ros_sourced in (False, True)]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Path]]:
+    """Every kind of build, started together on first use (one keeps less than a core busy),
+    and each made once: the installed-node tests start what the layout tests checked."""
+    with ThreadPoolExecutor(len(KINDS)) as pool:
+        made: dict[tuple[bool, bool], Future[Path]] = {}
+
+        def get(*, symlink: bool, ros_sourced: bool) -> Path:
+            if not made:
+                for kind in KINDS:
+                    workspace = tmp_path_factory.mktemp("colcon")
+                    made[kind] = pool.submit(build, workspace, symlink=kind[0], ros_sourced=kind[1])
+            return made[(symlink, ros_sourced)].result()
+
+        yield get
+
+
 def in_install(install: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
     """``command`` in a shell that sourced the install, as a user's does."""
     script = '. "$0/setup.sh" && exec "$@"'
@@ -230,9 +252,9 @@ def check_imports(install: Path, source: Path) -> None:
 @pytest.mark.parametrize("ros_sourced", [False, True], ids=["unsourced", "ros-sourced"])
 @pytest.mark.parametrize("symlink", [False, True], ids=["copy", "symlink-install"])
 def test_colcon_build_installs_where_ros_looks(
-    tmp_path: Path, symlink: bool, ros_sourced: bool
+    built: Callable[..., Path], symlink: bool, ros_sourced: bool
 ) -> None:
-    install = build(tmp_path, symlink=symlink, ros_sourced=ros_sourced)
+    install = built(symlink=symlink, ros_sourced=ros_sourced)
     check_layout(install, symlink=symlink)
     check_imports(install, install.parent / "src" / PACKAGE)
     helped = in_install(install, ["sequence-ai", "--help"])
@@ -266,14 +288,16 @@ def _real_rclpy() -> bool:
 @pytest.mark.ros
 @pytest.mark.skipif(not _real_rclpy(), reason="Humble's rclpy is not on PyPI: layout only")
 @pytest.mark.parametrize("symlink", [False, True], ids=["copy", "symlink-install"])
-def test_the_installed_policy_node_starts_and_answers(tmp_path: Path, symlink: bool) -> None:
+def test_the_installed_policy_node_starts_and_answers(
+    built: Callable[..., Path], tmp_path: Path, symlink: bool
+) -> None:
     """``ros2 run sequence_ai_ros policy_node`` without ros2cli: the executable colcon
     installed, in a shell that sourced the install, answering ``get_state`` on real rclpy."""
     from lifecycle_msgs.srv import GetState
     from support.realros import Probe, RosProcess, Tier, ros_context
     from support.realros.nodes import NODE
 
-    install = build(tmp_path, symlink=symlink, ros_sourced=False)
+    install = built(symlink=symlink, ros_sourced=False)
     found = in_install(install, [sys.executable, "-c",
         "from ament_index_python.packages import get_package_prefix, get_package_share_directory; "
         f"print(get_package_share_directory('{PACKAGE}')); print(get_package_prefix('{PACKAGE}'))"
