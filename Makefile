@@ -40,7 +40,7 @@ HUMBLE_VENV := .venv-humble
 DISTRO_PACKAGES := pip setuptools wheel numpy Pillow PyYAML httpx httpcore colcon-common-extensions
 OPENPI_PEERS := openpi-server==0.1.0 openpi-client==0.1.2
 
-.PHONY: demo test lint typecheck pytest pytest-ros floor-humble bench bench-full bench-ros soak clean
+.PHONY: demo test check lint typecheck pytest pytest-ros floor-humble bench bench-full bench-ros soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -142,8 +142,17 @@ typecheck: $(VENV)/.test $(NEWEST_VENV)/.typed
 FLOOR_MYPY = $(1)/bin/python -m mypy --cache-dir .mypy_cache/floor-$(1) --allow-untyped-calls \
 	--disable-error-code import-untyped sequence_ai_core sequence_ai_sim sequence_ai_ros
 
+# The suite's tests mostly wait (on a simulated model's latency, a subprocess, a socket): they
+# run side by side, more workers than cores, each file on one worker (its module-scoped servers
+# and builds made once); XDIST= runs them one at a time. Those marked `timing` assert on what a
+# real-time run did by the clock, and run alone after the others.
+XDIST ?= -n 4 --dist loadfile
+SIDE_BY_SIDE := -m "not soak and not ros and not timing" $(XDIST)
+ALONE := -m "timing and not soak and not ros"
+
 pytest: $(VENV)/.test
-	SEQUENCE_AI_HUMBLE_RCLPY=$(HUMBLE_RCLPY)/rclpy $(BIN)/python -m pytest -q -m "not soak and not ros"
+	SEQUENCE_AI_HUMBLE_RCLPY=$(HUMBLE_RCLPY)/rclpy $(BIN)/python -m pytest -q $(SIDE_BY_SIDE)
+	SEQUENCE_AI_HUMBLE_RCLPY=$(HUMBLE_RCLPY)/rclpy $(BIN)/python -m pytest -q $(ALONE)
 
 # The floor tiers run from test/, so what they import is the installed copy, not the source.
 # $(1) the floor, $(2) its venv, $(3) more environment.
@@ -151,24 +160,30 @@ FLOOR_PYTEST = cd test && SEQUENCE_AI_FLOOR=$(1) $(3) ../$(2)/bin/python -m pyte
 	-c ../setup.cfg --rootdir .. -p no:cacheprovider
 
 # Jazzy's floor: the client's suite (the non-ROS tests that touch what differs by Python and
-# package versions: JAZZY_SUITE), the colcon builds, then the node as shipped on real rclpy in
-# separate processes (refuses to skip: test/support/realros), the colcon-installed node included.
+# package versions: JAZZY_SUITE), then the node as shipped on real rclpy in separate processes
+# (refuses to skip: test/support/realros) and the colcon builds, whose installed nodes start
+# from the builds the layout tests checked (one session, so each build is made once).
 JAZZY_SUITE ?= .
 pytest-ros: $(ROS_VENV)/.installed $(ROS_WS)/.built
 	$(call FLOOR_MYPY,$(ROS_VENV))
-	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) -m "not soak and not ros" --ignore=project/test_install.py \
-		$(JAZZY_SUITE) ros/test_colcon_build.py
+	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) $(SIDE_BY_SIDE) \
+		--ignore=project/test_install.py --ignore=ros/test_colcon_build.py $(JAZZY_SUITE)
+	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) $(ALONE) $(JAZZY_SUITE)
 	. $(ROS_WS)/install/setup.sh && $(call FLOOR_PYTEST,jazzy,$(ROS_VENV),SEQUENCE_AI_REAL_ROS=required) \
-		-m ros ros/test_ros_real_*.py ros/test_colcon_build.py
+		-m "not soak" ros/test_ros_real_*.py ros/test_colcon_build.py
 
 # Humble's floor: the non-ROS suite but the install test (it builds venvs of its own), and
 # both colcon builds checked by layout (Humble's rclpy is not on PyPI).
 floor-humble: $(HUMBLE_VENV)/.installed
 	$(call FLOOR_MYPY,$(HUMBLE_VENV))
 	$(call FLOOR_PYTEST,humble,$(HUMBLE_VENV),SEQUENCE_AI_APT_HTTPX=$(CURDIR)/$(HUMBLE_VENV)/apt-httpx) \
-		-m "not soak and not ros" --ignore=project/test_install.py
+		$(SIDE_BY_SIDE) --ignore=project/test_install.py
+	$(call FLOOR_PYTEST,humble,$(HUMBLE_VENV)) $(ALONE)
 
 test: lint typecheck pytest floor-humble pytest-ros
+
+# The edit-test loop, with the venvs in place: lint, types and the suite in .venv.
+check: lint typecheck pytest
 
 bench: $(VENV)/.test
 	$(BIN)/python -m bench

@@ -75,6 +75,9 @@ setup(
         "test": [
             "pytest>=7",
             "pytest-timeout>=2.1",
+            # the suite's tests mostly wait (on a simulated model, a subprocess, a socket):
+            # `make test` runs them side by side
+            "pytest-xdist>=3.0",
             "hypothesis>=6.50",
             "mypy>=1.8",
             "ruff>=0.4",

@@ -91,6 +91,7 @@ def is_row_of(action: FloatArray, chunks: list[ActionChunk]) -> bool:
 # ---------------------------------------------------------------- accepting
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("verdict", [True, np.bool_(True)], ids=["bool", "numpy.bool_"])
 def test_an_accepting_check_completes_off_the_calling_thread(
     policy: Policy, verdict: object

@@ -240,6 +240,7 @@ def check_error(outcome: RunOutcome, case: Case) -> None:
         assert isinstance(error, Unavailable) and error.retry_after_s == 30.0
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("case", list(cases()))
 def test_fault_mid_run(case: Case, harness: dict[str, Any]) -> None:
     with GatewaySimulator(api_key=TEST_KEY, latency_s=LATENCY_S, **case.sim_options) as sim:

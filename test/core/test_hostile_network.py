@@ -83,6 +83,7 @@ class Recorder:
 # ------------------------------------------------------------------ silence and trickles
 
 
+@pytest.mark.timing
 def test_silent_gateway_mid_run_holds_when_the_plan_runs_out_and_ends_typed() -> None:
     """Today's failure: 29.7 s with a velocity arm still moving. Now: hold on the first
     empty tick, then ``Stalled`` once the plan stayed empty past ``stall_timeout_s`` (long

@@ -97,6 +97,7 @@ def assert_key_absent(bag: Path) -> None:
     assert files and all(TEST_KEY.encode() not in p.read_bytes() for p in files)
 
 
+@pytest.mark.timing
 def test_every_command_recorded_is_the_one_published_field_by_field(recorded: Any) -> None:
     run = recorded(max_actions=20)
     steps = run.run(300)
