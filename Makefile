@@ -40,7 +40,8 @@ HUMBLE_VENV := .venv-humble
 DISTRO_PACKAGES := pip setuptools wheel numpy Pillow PyYAML httpx httpcore colcon-common-extensions
 OPENPI_PEERS := openpi-server==0.1.0 openpi-client==0.1.2
 
-.PHONY: demo test check lint typecheck pytest pytest-ros floor-humble bench bench-full bench-ros soak clean
+.PHONY: demo test check lint typecheck pytest pytest-ros floor-humble bench bench-full bench-ros soak clean \
+	suite-main timing-main suite-jazzy timing-jazzy real-ros suite-humble timing-humble floor-venvs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -150,8 +151,10 @@ XDIST ?= -n 4 --dist loadfile
 SIDE_BY_SIDE := -m "not soak and not ros and not timing" $(XDIST)
 ALONE := -m "timing and not soak and not ros"
 
-pytest: $(VENV)/.test
+pytest: suite-main timing-main
+suite-main: $(VENV)/.test
 	SEQUENCE_AI_HUMBLE_RCLPY=$(HUMBLE_RCLPY)/rclpy $(BIN)/python -m pytest -q $(SIDE_BY_SIDE)
+timing-main: $(VENV)/.test
 	SEQUENCE_AI_HUMBLE_RCLPY=$(HUMBLE_RCLPY)/rclpy $(BIN)/python -m pytest -q $(ALONE)
 
 # The floor tiers run from test/, so what they import is the installed copy, not the source.
@@ -159,28 +162,46 @@ pytest: $(VENV)/.test
 FLOOR_PYTEST = cd test && SEQUENCE_AI_FLOOR=$(1) $(3) ../$(2)/bin/python -m pytest -q \
 	-c ../setup.cfg --rootdir .. -p no:cacheprovider
 
-# Jazzy's floor: the client's suite (the non-ROS tests that touch what differs by Python and
-# package versions: JAZZY_SUITE), then the node as shipped on real rclpy in separate processes
-# (refuses to skip: test/support/realros) and the colcon builds, whose installed nodes start
-# from the builds the layout tests checked (one session, so each build is made once).
+# Jazzy's floor: mypy and the client's suite (the non-ROS tests that touch what differs by
+# Python and package versions: JAZZY_SUITE), then the node as shipped on real rclpy in separate
+# processes (refuses to skip: test/support/realros) and the colcon builds, whose installed nodes
+# start from the builds the layout tests checked (one session, so each build is made once).
 JAZZY_SUITE ?= .
-pytest-ros: $(ROS_VENV)/.installed $(ROS_WS)/.built
+pytest-ros: suite-jazzy timing-jazzy real-ros
+suite-jazzy: $(ROS_VENV)/.installed
 	$(call FLOOR_MYPY,$(ROS_VENV))
 	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) $(SIDE_BY_SIDE) \
 		--ignore=project/test_install.py --ignore=ros/test_colcon_build.py $(JAZZY_SUITE)
+timing-jazzy: $(ROS_VENV)/.installed
 	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) $(ALONE) $(JAZZY_SUITE)
+real-ros: $(ROS_VENV)/.installed $(ROS_WS)/.built
 	. $(ROS_WS)/install/setup.sh && $(call FLOOR_PYTEST,jazzy,$(ROS_VENV),SEQUENCE_AI_REAL_ROS=required) \
 		-m "not soak" ros/test_ros_real_*.py ros/test_colcon_build.py
 
-# Humble's floor: the non-ROS suite but the install test (it builds venvs of its own), and
+# Humble's floor: mypy and the non-ROS suite but the install test (it builds venvs of its own),
 # both colcon builds checked by layout (Humble's rclpy is not on PyPI).
-floor-humble: $(HUMBLE_VENV)/.installed
+floor-humble: suite-humble timing-humble
+suite-humble: $(HUMBLE_VENV)/.installed
 	$(call FLOOR_MYPY,$(HUMBLE_VENV))
 	$(call FLOOR_PYTEST,humble,$(HUMBLE_VENV),SEQUENCE_AI_APT_HTTPX=$(CURDIR)/$(HUMBLE_VENV)/apt-httpx) \
 		$(SIDE_BY_SIDE) --ignore=project/test_install.py
+timing-humble: $(HUMBLE_VENV)/.installed
 	$(call FLOOR_PYTEST,humble,$(HUMBLE_VENV)) $(ALONE)
 
-test: lint typecheck pytest floor-humble pytest-ros
+# Everything above, in three steps. The main suite runs while the floor venvs and the colcon
+# workspace are built (one after another: each pip build writes build/ in this tree); then the
+# floors' suites side by side; last, with nothing else running, what is timed by the clock:
+# the timing tests and the real-ROS tier. Each step's output is shown when it ends.
+STEP = $(MAKE) --no-print-directory --output-sync=target
+test: lint typecheck
+	$(STEP) -j2 suite-main floor-venvs
+	$(STEP) -j2 suite-humble suite-jazzy
+	$(STEP) timing-main timing-humble timing-jazzy real-ros
+
+floor-venvs:
+	$(MAKE) --no-print-directory $(HUMBLE_VENV)/.installed
+	$(MAKE) --no-print-directory $(ROS_VENV)/.installed
+	$(MAKE) --no-print-directory $(ROS_WS)/.built
 
 # The edit-test loop, with the venvs in place: lint, types and the suite in .venv.
 check: lint typecheck pytest
