@@ -140,6 +140,7 @@ def test_an_accepting_check_plays_the_same_plan_for_the_same_requests(policy: Po
 # ---------------------------------------------------------------- refusing
 
 
+@pytest.mark.timing
 def test_a_refused_chunk_never_plays_a_step_and_the_run_holds_once(policy: Policy) -> None:
     robot, check = Robot(MODEL), Check(lambda n: n < 3)
     outcome = run(policy, robot, check, max_actions=200, config=RunConfig(handover="none"))

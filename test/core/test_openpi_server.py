@@ -240,6 +240,7 @@ def test_a_server_exception_is_typed_and_redacted(droid_policy: TrajectoryPolicy
     assert len(holds) == 1
 
 
+@pytest.mark.timing
 def test_a_server_going_away_mid_episode_holds_once(droid_policy: TrajectoryPolicy) -> None:
     server = PeerServer(droid_policy).start()
     stopper = threading.Timer(1.5, server.stop)

@@ -276,6 +276,7 @@ def test_options_pass_through_to_the_gateway(sim: GatewaySimulator, policy: Poli
     assert outcome.chunks >= 2  # 6-step chunks
 
 
+@pytest.mark.timing
 def test_a_cold_start_is_waited_out_only_with_a_startup_timeout(clean_env: object) -> None:
     for timeout_s, expected in [(0.0, "raised:Unavailable"), (10.0, "completed")]:
         robot = Robot(MODEL)

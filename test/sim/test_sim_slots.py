@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 from support import TEST_KEY
 from support.gateway_requests import act_request
 
@@ -71,6 +72,7 @@ def test_a_waiter_leaves_the_queue_on_stop_and_holds_no_slot() -> None:
     assert slots.take(threading.Event(), POLL_S)  # the one slot is free again
 
 
+@pytest.mark.timing
 def test_the_simulator_answers_queued_requests_in_the_order_they_came() -> None:
     with GatewaySimulator(api_key=TEST_KEY, latency_s=1.5, workers=1) as sim:
         finished: list[int] = []
