@@ -174,9 +174,12 @@ suite-jazzy: $(ROS_VENV)/.installed
 		--ignore=project/test_install.py --ignore=ros/test_colcon_build.py $(JAZZY_SUITE)
 timing-jazzy: $(ROS_VENV)/.installed
 	$(call FLOOR_PYTEST,jazzy,$(ROS_VENV)) $(ALONE) $(JAZZY_SUITE)
+# Three files at a time: each test's nodes in their own namespace (the worker's pid in it), each
+# worker on a random ROS_DOMAIN_ID of its own.
+REAL_ROS_XDIST ?= -n 3 --dist loadfile
 real-ros: $(ROS_VENV)/.installed $(ROS_WS)/.built
 	. $(ROS_WS)/install/setup.sh && $(call FLOOR_PYTEST,jazzy,$(ROS_VENV),SEQUENCE_AI_REAL_ROS=required) \
-		-m "not soak" ros/test_ros_real_*.py ros/test_colcon_build.py
+		-m "not soak" $(REAL_ROS_XDIST) ros/test_ros_real_*.py ros/test_colcon_build.py
 
 # Humble's floor: mypy and the non-ROS suite but the install test (it builds venvs of its own),
 # both colcon builds checked by layout (Humble's rclpy is not on PyPI).

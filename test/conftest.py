@@ -88,7 +88,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     rmw = rclpy.utilities.get_rmw_implementation_identifier()
     terminalreporter.write_line(
         f"real-ROS tier: {len(ran)} tests ran, {len(skipped)} skipped, on rclpy {version} "
-        f"({rmw}, ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID')})"
+        f"({rmw}, ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID') or 'random per worker'})"
     )
 
 
