@@ -191,14 +191,15 @@ suite-humble: $(HUMBLE_VENV)/.installed
 timing-humble: $(HUMBLE_VENV)/.installed
 	$(call FLOOR_PYTEST,humble,$(HUMBLE_VENV)) $(ALONE)
 
-# Everything above, in steps. The main suite runs while the floor venvs and the colcon
-# workspace are built (one after another: each pip build writes build/ in this tree); then the
-# floors' suites side by side. What is timed by the clock runs last, without them: the timing
-# tests (three processes with one test at a time each, which together keep less than a core
-# busy), then the real-ROS tier alone. Each step's output is shown when it ends.
+# Everything above, in steps. Once .venv exists, lint, mypy and the main suite run while the
+# floor venvs and the colcon workspace are built (one after another: each pip build writes
+# build/ in this tree); then the floors' suites side by side. What is timed by the clock runs
+# last, without them: the timing tests (three processes with one test at a time each, which
+# together keep less than a core busy), then the real-ROS tier. Each step's output is shown
+# when it ends.
 STEP = $(MAKE) --no-print-directory --output-sync=target
-test: lint typecheck
-	$(STEP) -j2 suite-main floor-venvs
+test: $(VENV)/.test
+	$(STEP) -j4 lint typecheck suite-main floor-venvs
 	$(STEP) -j2 suite-humble suite-jazzy
 	$(STEP) -j3 timing-main timing-humble timing-jazzy
 	$(STEP) real-ros
