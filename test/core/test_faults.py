@@ -273,6 +273,7 @@ def test_fault_case_count() -> None:
     json.dumps([p.id for p in cases()])  # ids are plain strings
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(
     ("fault", "sim_options", "busy"),
     [
