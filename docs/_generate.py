@@ -3,7 +3,8 @@
 A generated table sits in a page between ``<!-- generated: NAME -->`` and
 ``<!-- end generated -->``; this module rewrites what is between the two:
 
-- ``node-parameters``: the node's parameters, from ``sequence_ai_ros/declarations.py``;
+- ``node-parameters``: the node's parameters, from their declarations
+  (``sequence_ai_ros/parameters/table.py``);
 - ``errors``: the error classes, from ``sequence_ai_core/errors.py`` (each class's docstring and
   ``STATUS_RULES``); the last column, what a controller does, is written by hand in the page
   and kept from one run to the next;
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from sequence_ai_core import errors
 from sequence_ai_core.tools import cli
-from sequence_ai_ros.declarations import PARAMETERS, ParamSpec
+from sequence_ai_ros.parameters import PARAMETERS, Parameter
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "python -m docs._generate"
@@ -85,7 +86,7 @@ _KIND_NAMES = {
 }
 
 
-def _default(spec: ParamSpec) -> str:
+def _default(spec: Parameter) -> str:
     value = spec.default
     if value is None:
         return "unset"
@@ -96,18 +97,14 @@ def _default(spec: ParamSpec) -> str:
     return _code(repr(value))
 
 
-def _constraint(spec: ParamSpec) -> str:
-    return _cell(spec.constraints.replace("|", " | "))
-
-
 def node_parameters(_old: str) -> str:
     rows = [
         (
             _code(spec.name),
             _KIND_NAMES[spec.kind],
             _default(spec),
-            _constraint(spec),
-            _cell(spec.description),
+            _cell(spec.constraints),
+            _cell(spec.meaning),
         )
         for spec in PARAMETERS
     ]

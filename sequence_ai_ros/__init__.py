@@ -6,6 +6,7 @@ beside these modules by the colcon build from ``msg/``, ``srv/`` and ``action/``
 
 Only ``policy_node``, ``node_io``, ``interfaces``, ``messages``, ``health_publisher``,
 ``rclpy_guards``, ``episode_action``, ``chunk_validator`` and ``sim_arm_node`` import rclpy or
-message packages; every other module here (the output types in ``outputs/`` included) is
-plain Python, so it can be tested and reused without ROS.
+message packages; every other module here (the output types in ``outputs/`` and the
+parameters in ``parameters/`` included) is plain Python, so it can be tested and reused
+without ROS.
 """

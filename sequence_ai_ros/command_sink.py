@@ -18,7 +18,7 @@ from sequence_ai_core.types import ActionChunk, FloatArray
 from . import conversions as conv
 from . import trajectories as traj
 from .outputs import Envelope, OutputType
-from .params import NodeConfig
+from .parameters import NodeConfig
 
 
 class Publisher(Protocol):

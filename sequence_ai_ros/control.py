@@ -27,7 +27,7 @@ from . import trajectories as traj
 from .command_sink import CommandSink
 from .hold import hold_command
 from .inputs import InputStore
-from .params import NodeConfig
+from .parameters import NodeConfig
 
 #: The timer's period while the engine knows no rate (no control_hz parameter, a catalogue
 #: entry without one, no chunk yet): how often it looks for the first chunk; not a period.

@@ -30,7 +30,7 @@ from sequence_ai_core.recording.config import RecordConfig
 from sequence_ai_core.types import ActionChunk, Observation
 
 from .diagnostics import RecordingStatus
-from .params import ParameterError
+from .parameters import ParameterError
 
 if TYPE_CHECKING:
     from sequence_ai_core.recording.recorder import FlightRecorder

@@ -17,7 +17,7 @@ from sequence_ai_core.images import encode_image
 from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Proprioception
 
 from .conversions import InputProblem, JointReading, image_to_rgb, read_joints
-from .params import NodeConfig
+from .parameters import NodeConfig
 
 # Header stamps further than this from the wall clock are not wall-clock times (sim time, or a
 # device clock): then the arrival time stands in for the capture time.

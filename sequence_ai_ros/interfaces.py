@@ -32,7 +32,7 @@ from .command_sink import Publishers
 from .inputs import InputStore, RawImage
 from .messages import MESSAGE_TYPES
 from .outputs import OutputType
-from .params import NodeConfig
+from .parameters import NodeConfig
 
 
 class EpisodeController(Protocol):

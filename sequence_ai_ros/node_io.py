@@ -14,7 +14,7 @@ from .control import Control
 from .inputs import InputStore
 from .interfaces import EpisodeController, NodeInterfaces
 from .messages import MESSAGE_TYPES
-from .params import NodeConfig
+from .parameters import NodeConfig
 
 
 class NodeIO:

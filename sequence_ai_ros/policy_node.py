@@ -30,7 +30,7 @@ from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_ros.msg import RunOutcome as RunOutcomeMsg
 
-from . import diagnostics, params, rclpy_guards
+from . import diagnostics, parameters, rclpy_guards
 from .chunk_validator import ChunkValidator
 from .control import NO_RATE_POLL_S
 from .episode import Episodes
@@ -54,7 +54,7 @@ _AFTER |= dict.fromkeys(("cleanup", "shutdown", "error recovery"), "unconfigured
 class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy has types, Humble's not
     def __init__(self, node_name: str = "sequence_ai", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        self._wrong_types = rclpy_guards.declare_parameters(self, params.PARAMETERS)
+        self._wrong_types = rclpy_guards.declare_parameters(self, parameters.PARAMETERS)
         for name, wrong in self._wrong_types.items():
             self.get_logger().error(
                 f"parameter '{name}': {wrong.problem}; configure refuses until it is set right"
@@ -75,7 +75,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self.episode_action = EpisodeAction(self, self)
 
     def _clear(self) -> None:
-        self.config: params.NodeConfig | None = None
+        self.config: parameters.NodeConfig | None = None
         self.io: NodeIO | None = None
         self._policy: Policy | None = None
         self.engine: PlaybackEngine | None = None
@@ -96,7 +96,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
                 return TransitionCallbackReturn.FAILURE
             self._lifecycle = _AFTER[name]
             return TransitionCallbackReturn.SUCCESS
-        except params.ParameterError as exc:
+        except parameters.ParameterError as exc:
             # may quote the catalogue (camera views), which came back to a request with the key
             self._configure_problem = f"{name} failed: {self._redact(exc)}"
             self.get_logger().error(self._configure_problem)
@@ -160,22 +160,24 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         # rclpy 3.3 keeps parameter overrides (launch, YAML, CLI) in `_parameter_overrides`,
         # the only place an undeclared `api_key:=...` would be visible before it is used.
         override_names = list(getattr(self, "_parameter_overrides", {}) or {})
-        for name in params.secret_parameter_names(override_names):
-            raise params.ParameterError(
+        for name in parameters.secret_parameter_names(override_names):
+            raise parameters.ParameterError(
                 name,
                 "looks like a credential; the key must come from $SEQUENCES_API_KEY or the "
                 "credentials file, never a ROS parameter (parameters are dumped and recorded)",
             )
-        values = {spec.name: self.get_parameter_or(spec.name).value for spec in params.PARAMETERS}
+        values = {
+            spec.name: self.get_parameter_or(spec.name).value for spec in parameters.PARAMETERS
+        }
         for name, wrong in list(self._wrong_types.items()):
             if values[name] != wrong.declared:  # set since (ros2 param set): the override is gone
                 del self._wrong_types[name]
             else:
-                raise params.ParameterError(name, wrong.problem)
+                raise parameters.ParameterError(name, wrong.problem)
         return values
 
     def _configure(self) -> bool:
-        config = params.parse(self._parameter_values())
+        config = parameters.parse(self._parameter_values())
         self.recordings.configure(config.record)  # before any I/O: no rosbags, no configure
         if config.profile is not None:  # an openpi server: never the gateway's key
             self._secret = os.environ.get(OPENPI_KEY_ENV) or None
@@ -186,9 +188,9 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
                     "no API key in $SEQUENCES_API_KEY or the credentials file; "
                     "requests go without one"
                 )
-        self._policy = connect(api_key=self._secret, **params.connect_arguments(config))
+        self._policy = connect(api_key=self._secret, **parameters.connect_arguments(config))
         model = self._policy.describe()
-        params.check_against_model(
+        parameters.check_against_model(
             config,
             model.action_dim,
             model.camera_views,

@@ -25,7 +25,7 @@ from sequence_ai_core.types import FloatArray
 
 from .conversions import Command
 from .inputs import InputStore
-from .params import NodeConfig, ParameterError
+from .parameters import NodeConfig, ParameterError
 
 Validator = Callable[[FloatArray], bool]
 
