@@ -72,7 +72,7 @@ def check(values: Mapping[str, Any]) -> None:
 
 
 #: The ``NodeConfig`` fields that are not a parameter's value as it is: derived from one
-#: or more. Every other field is the parameter of its name (test_parameter_rules.py).
+#: or more. Every other field is the parameter of its name (test/test_ros_parameters.py).
 DERIVED = ("run", "cameras", "image_size", "base_url", "profile", "hardware_id", "record")
 
 

@@ -1,7 +1,7 @@
 """The node's parameters, each declared once (``Parameter``): docs/node.md's table, the ROS
 descriptors and the parser are read from here. A parameter that is a ``RunConfig`` field
 takes the core's default; its rule restates the core's check, which words the error (as for
-``run()``), and test/test_parameter_rules.py holds the two to the same values."""
+``run()``), and test/test_ros_parameters.py holds the two to the same values."""
 
 from __future__ import annotations
 
