@@ -54,10 +54,10 @@ _AFTER |= dict.fromkeys(("cleanup", "shutdown", "error recovery"), "unconfigured
 class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy has types, Humble's not
     def __init__(self, node_name: str = "sequence_ai", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        self._wrong_types = rclpy_guards.declare_parameters(self, parameters.PARAMETERS)
-        for name, wrong in self._wrong_types.items():
+        self._refused_overrides = rclpy_guards.declare_parameters(self, parameters.PARAMETERS)
+        for name, refused in self._refused_overrides.items():
             self.get_logger().error(
-                f"parameter '{name}': {wrong.problem}; configure refuses until it is set right"
+                f"parameter '{name}': {refused.problem}; configure refuses until it is set right"
             )
         rclpy_guards.refuse_unregistered_transitions(self, self.get_logger().warning)
         self.episodes = Episodes()
@@ -169,11 +169,11 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         values = {
             spec.name: self.get_parameter_or(spec.name).value for spec in parameters.PARAMETERS
         }
-        for name, wrong in list(self._wrong_types.items()):
-            if values[name] != wrong.declared:  # set since (ros2 param set): the override is gone
-                del self._wrong_types[name]
+        for name, refused in list(self._refused_overrides.items()):
+            if values[name] != refused.declared:  # set since (ros2 param set): the override is gone
+                del self._refused_overrides[name]
             else:
-                raise parameters.ParameterError(name, wrong.problem)
+                raise parameters.ParameterError(name, refused.problem)
         return values
 
     def _configure(self) -> bool:

@@ -37,7 +37,7 @@ _TYPES = {
 
 
 @dataclass(frozen=True)
-class WrongType:
+class RefusedOverride:
     """An override that could not be taken; stands until the parameter is set to another value."""
 
     problem: str
@@ -79,12 +79,14 @@ def _refused(declared: parameters.Parameter, override: Any, meant: Any) -> str:
     return f"expects {kind.replace('_', ' ')}, got {given} {override.value!r}"
 
 
-def declare_parameters(node: Any, declared: Sequence[parameters.Parameter]) -> dict[str, WrongType]:
+def declare_parameters(
+    node: Any, declared: Sequence[parameters.Parameter]
+) -> dict[str, RefusedOverride]:
     """Declare every parameter; the overrides that could not be taken (wrong type, or out of
     the declared range), by name."""
     # rclpy 3.3 and 7.1 keep the overrides (launch, YAML, -p) in `_parameter_overrides`.
     overrides = getattr(node, "_parameter_overrides", {}) or {}
-    wrong: dict[str, WrongType] = {}
+    refused: dict[str, RefusedOverride] = {}
     for each in declared:
         value = _TYPES[each.kind] if each.default is None else each.default
         try:
@@ -99,8 +101,8 @@ def declare_parameters(node: Any, declared: Sequence[parameters.Parameter]) -> d
             result = node.set_parameters([Parameter(each.name, _TYPES[each.kind], meant)])[0]
             if result.successful:
                 continue
-        wrong[each.name] = WrongType(_refused(each, override, meant), taken.value)
-    return wrong
+        refused[each.name] = RefusedOverride(_refused(each, override, meant), taken.value)
+    return refused
 
 
 def refuse_unregistered_transitions(node: Any, log: Callable[[str], None]) -> None:
