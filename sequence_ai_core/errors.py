@@ -270,28 +270,44 @@ def _fields(body: Any) -> dict[str, Any]:
     older: {"detail": "text"} or {"detail": {"status", "retry_after_s", "message", ...}}
     newer: {"detail": "text", "code", "retryable", "retry_after_s", "request_id", "hint",
             "details": {"reason", ...}}
+    A body may carry both (the newer fields beside an older ``detail`` object, so a 0.1.0
+    client reads it too); the newer fields win, the older object fills what they leave out.
     """
-    out: dict[str, Any] = {}
     if not isinstance(body, Mapping):
-        return _text_fields(body) if isinstance(body, str) else out
-    detail = body.get("detail")
-    if isinstance(detail, Mapping):
-        out["message"] = detail.get("message") or detail.get("detail")
-        code = detail.get("code") or detail.get("status")
-        out["code"] = code if isinstance(code, str) else None
-        out["retry_after_s"] = detail.get("retry_after_s")
-    elif isinstance(detail, str):
-        out["message"] = detail
-    elif isinstance(detail, list):  # FastAPI validation errors: [{"loc", "msg", "type"}, ...]
-        texts = [str(i["msg"]) for i in detail if isinstance(i, Mapping) and i.get("msg")]
-        out["message"] = "; ".join(texts) or None
-    for key in ("code", "retry_after_s", "request_id", "hint", "message"):
-        if body.get(key) is not None and out.get(key) is None:
-            out[key] = body[key]
+        return _text_fields(body) if isinstance(body, str) else {}
+    out = {key: body[key] for key in _NEWER_KEYS if body.get(key) is not None}
+    if not isinstance(out.get("code"), str):
+        out.pop("code", None)
+    for key, value in _detail_fields(body.get("detail")).items():
+        if value is not None and out.get(key) is None:
+            out[key] = value
+    if out.get("message") is None and body.get("message") is not None:
+        out["message"] = body["message"]
     details = body.get("details")
     if isinstance(details, Mapping):
         out["reason"] = details.get("reason")
     return out
+
+
+#: The newer shape's fields beside ``detail``, which win over the older ``detail`` object's.
+_NEWER_KEYS = ("code", "retry_after_s", "request_id", "hint")
+
+
+def _detail_fields(detail: Any) -> dict[str, Any]:
+    """What ``detail`` says: the message as text, or the older object's fields."""
+    if isinstance(detail, Mapping):
+        code = detail.get("code") or detail.get("status")
+        return {
+            "message": detail.get("message") or detail.get("detail"),
+            "code": code if isinstance(code, str) else None,
+            "retry_after_s": detail.get("retry_after_s"),
+        }
+    if isinstance(detail, str):
+        return {"message": detail}
+    if isinstance(detail, list):  # FastAPI validation errors: [{"loc", "msg", "type"}, ...]
+        texts = [str(i["msg"]) for i in detail if isinstance(i, Mapping) and i.get("msg")]
+        return {"message": "; ".join(texts) or None}
+    return {}
 
 
 def _outward(value: Any, secret: str | None, limit: int) -> str | None:

@@ -51,7 +51,7 @@ class SimSettings:
     ms_per_kb: float = 0.0
     action_noise: float = 0.0
     state_conditioned: bool = False
-    error_shape: str = "newer"
+    error_shape: str = "both"
     disagreement: Disagreement = field(default_factory=Disagreement)
     disagreement_seed: int = 0
 
