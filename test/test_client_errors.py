@@ -363,3 +363,26 @@ def test_every_error_class_is_exported_from_the_package() -> None:
         assert cls.__name__ in sai.__all__
     assert issubclass(sai.Stalled, sai.Unavailable)
     assert issubclass(sai.ConfigurationError, ValueError)
+
+
+def test_the_hierarchy_drawn_in_errors_is_the_classes() -> None:
+    """errors.py's docstring draws its classes as a tree: every class it defines is drawn,
+    under the class it derives from."""
+    from sequence_ai_core import errors
+
+    drawn: dict[str, str | None] = {}
+    parents: list[str] = []  # the class drawn last at each depth
+    for line in (errors.__doc__ or "").splitlines():
+        found = re.match(r"^(?P<indent>[ │]*)(?:[├└]── )?(?P<name>[A-Z]\w+)\s{2,}", line)
+        if found is None or not hasattr(errors, found["name"]):
+            continue
+        depth = (len(found["indent"]) - 4) // 4 + (1 if "──" in line else 0)
+        del parents[depth:]
+        drawn[found["name"]] = parents[-1] if parents else None
+        parents.append(found["name"])
+    defined = {
+        name: next((b.__name__ for b in cls.__bases__ if issubclass(b, SequencesError)), None)
+        for name, cls in vars(errors).items()
+        if isinstance(cls, type) and issubclass(cls, SequencesError)
+    }
+    assert drawn == defined
