@@ -146,7 +146,7 @@ def cold_start_advice(exc: Unavailable, waited_s: float) -> Unavailable:
     (``playback/retries.py`` raises it)."""
     if waited_s > 0:
         advice = f"still warming after startup_timeout_s={waited_s:g}"
-    else:  # a quarter over the gateway's own estimate: its wait is a forecast, not a promise
+    else:  # a margin over the gateway's estimate, or over what a cold worker takes to load
         advice = (
             f"pass startup_timeout_s={math.ceil(1.25 * (exc.retry_after_s or 120.0))} "
             "to run() to wait for a cold worker"

@@ -1,8 +1,8 @@
 """HTTP to the gateway: one kept-alive connection pool, typed errors, never an httpx exception.
 
-Connection setup costs ~185 ms of TCP+TLS handshake per call on the real gateway (60 % of a
-bare request), so a ``Transport`` keeps its connections alive and is shared by every request
-of one Policy, including the engine's concurrent refills.
+A new connection's TCP and TLS handshake is most of a bare request to the real gateway
+(docs/performance.md, "Connections"), so a ``Transport`` keeps its connections alive and is
+shared by every request of one Policy, including the engine's concurrent refills.
 
 Each request has an absolute deadline (``timeout_s`` from its start): no socket operation
 may outlast it (``netguard``), so nothing a server does keeps a worker, ``close()`` or the
