@@ -14,10 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from sequence_ai_core.images import DEFAULT_QUALITY, DEFAULT_SIZE
-from sequence_ai_core.playback.engine_config import FRESHNESS, RunConfig
-from sequence_ai_core.playback.handover import HANDOVERS
-from sequence_ai_core.recording.config import DEFAULT_IMAGE_HZ
+from sequence_ai_core import RunConfig
+from sequence_ai_core.node_api import (
+    DEFAULT_IMAGE_HZ,
+    DEFAULT_QUALITY,
+    DEFAULT_SIZE,
+    FRESHNESS,
+    HANDOVERS,
+)
 
 from . import diagnostics, outputs
 from .trajectories import TRAJECTORY_MODES

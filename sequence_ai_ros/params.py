@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sequence_ai_core.playback.engine_config import InvalidSetting, RunConfig, connections_for
-from sequence_ai_core.recording.config import RecordConfig
+from sequence_ai_core import RunConfig
+from sequence_ai_core.node_api import InvalidSetting, RecordConfig, connections_for
 
 from . import diagnostics, outputs
 from .declarations import (

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sequence_ai_core.action_spaces import find_space
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.node_api import FloatArray, find_space
 
 #: ``trajectory_mode`` values: the rest of the chunk per message, or one point per tick.
 TRAJECTORY_MODES = ("chunk", "point")
