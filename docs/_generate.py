@@ -5,9 +5,9 @@ A generated table sits in a page between ``<!-- generated: NAME -->`` and
 
 - ``node-parameters``: the node's parameters, from their declarations
   (``sequence_ai_ros/parameters/table.py``);
-- ``errors``: the error classes, from ``sequence_ai_core/errors.py`` (each class's docstring and
-  ``STATUS_RULES``); the last column, what a controller does, is written by hand in the page
-  and kept from one run to the next;
+- ``errors``: the error classes, from ``sequence_ai_core/errors.py`` (each class's docstring)
+  and ``STATUS_RULES`` in ``sequence_ai_core/gateway/error_map.py``; the last column, what a
+  controller does, is written by hand in the page and kept from one run to the next;
 - ``cli``: the ``sequence-ai`` command, from its argparse parser
   (``sequence_ai_core/tools/cli.py``), with the commands other packages serve (``sim``) loaded
   by module name as the command loads them;
@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from sequence_ai_core import errors
+from sequence_ai_core.gateway import error_map
 from sequence_ai_core.tools import cli
 from sequence_ai_ros.parameters import PARAMETERS, Parameter
 
@@ -125,7 +126,7 @@ def _error_classes() -> list[type[errors.SequencesError]]:
         and value.__module__ == errors.__name__
     ]
     mapped: list[type[errors.SequencesError]] = []
-    for rule in errors.STATUS_RULES:
+    for rule in error_map.STATUS_RULES:
         if rule.error not in mapped:
             mapped.append(rule.error)
     rest = [c for c in defined if c not in mapped and c is not errors.SequencesError]
@@ -144,7 +145,7 @@ def _class_cell(cls: type[errors.SequencesError]) -> str:
 
 
 def _statuses(cls: type[errors.SequencesError]) -> tuple[str, str]:
-    rules = [rule for rule in errors.STATUS_RULES if rule.error is cls]
+    rules = [rule for rule in error_map.STATUS_RULES if rule.error is cls]
     if cls is errors.SequencesError:
         return "any other", "any other"
     if not rules:

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sequence_ai_core.types import ActionChunk, FloatArray
+from sequence_ai_core import ActionChunk
+from sequence_ai_core.node_api import FloatArray
 
 from . import conversions as conv
 from . import trajectories as traj

@@ -15,11 +15,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Protocol
 
-from sequence_ai_core.action_spaces import kind_of
-from sequence_ai_core.errors import SequencesError
-from sequence_ai_core.playback.engine import PlaybackEngine, Tick
-from sequence_ai_core.playback.episode import Episode, StopReason
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core import Episode, PlaybackEngine, SequencesError, Tick
+from sequence_ai_core.node_api import FloatArray, StopReason, kind_of
 
 from . import conversions as conv
 from . import outputs, safety

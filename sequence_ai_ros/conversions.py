@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sequence_ai_core.action_spaces import find_space, kind_of
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.node_api import FloatArray, find_space, kind_of
 
 
 class InputProblem(ValueError):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sequence_ai_core.playback.episode import Episode, StopReason
-from sequence_ai_core.playback.outcome import RunOutcome
+from sequence_ai_core import Episode, RunOutcome
+from sequence_ai_core.node_api import StopReason
 
 
 @dataclass(frozen=True)

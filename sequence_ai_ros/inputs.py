@@ -12,9 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sequence_ai_core.frames import RawFrame
-from sequence_ai_core.images import encode_image
-from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Proprioception
+from sequence_ai_core import ImageFrame, Observation, Proprioception, RawFrame, encode_image
+from sequence_ai_core.node_api import FloatArray
 
 from .conversions import InputProblem, JointReading, image_to_rgb, read_joints
 from .parameters import NodeConfig

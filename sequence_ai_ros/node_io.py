@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sequence_ai_core.types import Model
+from sequence_ai_core import Model
 
 from . import outputs
 from .command_sink import CommandSink, gripper_joint_names

@@ -22,12 +22,8 @@ from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import ok, try_shutdown
 
-from sequence_ai_core.credentials import resolve_api_key
-from sequence_ai_core.errors import SequencesError
-from sequence_ai_core.playback.engine import PlaybackEngine
-from sequence_ai_core.playback.episode import Episode, StopReason
-from sequence_ai_core.playback.outcome import RunOutcome
-from sequence_ai_core.policy import Policy, connect
+from sequence_ai_core import Episode, PlaybackEngine, Policy, RunOutcome, SequencesError, connect
+from sequence_ai_core.node_api import StopReason, resolve_api_key
 from sequence_ai_ros.msg import RunOutcome as RunOutcomeMsg
 
 from . import diagnostics, parameters, rclpy_guards

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sequence_ai_core.playback.engine_config import RunConfig, connections_for
-from sequence_ai_core.recording.config import RecordConfig
+from sequence_ai_core import RunConfig
+from sequence_ai_core.node_api import RecordConfig, connections_for
 
 
 class ParameterError(ValueError):

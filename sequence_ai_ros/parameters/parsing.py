@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from sequence_ai_core.playback.engine_config import InvalidSetting, RunConfig
-from sequence_ai_core.recording.config import RecordConfig
+from sequence_ai_core import RunConfig
+from sequence_ai_core.node_api import InvalidSetting, RecordConfig
 
 from .. import diagnostics
 from .config import CameraInput, NodeConfig, ParameterError

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from sequence_ai_core.images import DEFAULT_QUALITY, DEFAULT_SIZE
-from sequence_ai_core.limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
-from sequence_ai_core.playback.engine_config import FRESHNESS, RunConfig
-from sequence_ai_core.playback.handover import HANDOVERS
-from sequence_ai_core.recording.config import DEFAULT_IMAGE_HZ
+from sequence_ai_core import RunConfig
+from sequence_ai_core.node_api import (
+    DEFAULT_IMAGE_HZ,
+    DEFAULT_QUALITY,
+    DEFAULT_SIZE,
+    FRESHNESS,
+    HANDOVERS,
+    MAX_CONTROL_HZ,
+    MIN_CONTROL_HZ,
+)
 
 from .. import diagnostics, outputs
 from ..trajectories import TRAJECTORY_MODES
