@@ -126,7 +126,7 @@ class EngineConfig:
     #: ``"round_trip"`` (default): lag = the expected refill time; about one request per
     #: chunk of motion, every command about one round trip old. ``"fresh"``: anchor chunks
     #: at the smallest lag the refills sustain: fresher plans for more requests (the lag is
-    #: derived in ``timing``; measured in bench/results/freshness.md).
+    #: derived in ``timing``; docs/performance.md, "Freshness costs requests").
     freshness: Freshness = DEFAULT_FRESHNESS
     #: The catalogue's rate (``Model.control_hz``): the control period until the first chunk
     #: says its own, so that a driver's waiting ticks, and with them the first observations,
@@ -136,7 +136,7 @@ class EngineConfig:
     backoff: bool = True
     #: How a chunk takes over from the one before (``handover``: ``none``, ``fade``,
     #: ``extrapolate``, ``slew``, ``smooth``), in every action space. The default was chosen
-    #: by measurement (bench/results/seams.md).
+    #: by measurement (docs/handover.md).
     handover: Handover = DEFAULT_HANDOVER
     #: ``slew`` and ``smooth``: the most a hand-over adds to one step, as a fraction of the
     #: largest in-chunk step of the chunks either side of the seam.

@@ -319,7 +319,7 @@ class ChunkPlan:
         """``take`` for a tick before ``steady_until``: the chunk playing, by time index, as
         (chunk, index, raw, action, skipped late). The common tick, so it does the least:
         one numpy call, no search, no hand-over, and a plain tuple, not a ``PlannedStep``
-        (docs/performance.md, "The control thread")."""
+        (docs/performance.md, "Behind the engine's constants")."""
         planned = self._chunks[0]
         index = math.floor((now - planned.anchor) / planned.period_s + DUE_TOLERANCE)
         late = index - planned.last_index - 1

@@ -1,8 +1,9 @@
 """A chunk made ready to play on the worker that fetched it: copied, checked and split.
 
 Right after a control loop's sleep every numpy call on the control thread costs many times
-a list index (docs/performance.md, "The control thread"), so the worker does the per-step
-work once and the plan only indexes. The copy is what plays, so the copy is what is checked.
+a list index (docs/performance.md, "Behind the engine's constants"), so the worker does the
+per-step work once and the plan only indexes. The copy is what plays, so the copy is what
+is checked.
 """
 
 from __future__ import annotations

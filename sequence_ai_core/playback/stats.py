@@ -19,7 +19,7 @@ from .outcome import RunOutcome
 
 #: Windows up to this size take their quantiles in plain Python: the refill window (50
 #: samples) is asked on every chunk arrival, on the control thread, where ``np.quantile``
-#: costs much of a new chunk's tick.
+#: costs much of a new chunk's tick (docs/performance.md, "Behind the engine's constants").
 SMALL_WINDOW = 256
 
 
@@ -87,8 +87,7 @@ class SampleWindow:
         return max(self._samples) if self._samples else math.nan
 
 
-# A tuple, not a frozen dataclass: one is made every tick (docs/performance.md, "The
-# control thread").
+# A tuple, not a frozen dataclass: one is made every tick, as a ``tick.Tick`` is.
 class ActionRecord(NamedTuple):
     """What the statistics keep of an action a tick handed out, counted once it went out
     (``PlaybackStats.commit``). ``steady``: it continues the chunk playing (no seam, no

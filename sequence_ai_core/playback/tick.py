@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 TickKind = Literal["action", "waiting", "underrun"]
 
 
-# A tuple, not a frozen dataclass: one is made every tick, on a cold cache right after the
-# control loop's sleep (docs/performance.md, "the cost of a tick").
+# A tuple, not a frozen dataclass: one is made every tick, on cold caches right after the
+# control loop's sleep (docs/performance.md, "Behind the engine's constants").
 class Tick(NamedTuple):
     """One tick's result. ``action`` is finite and of the run's size, or None (``kind``
     says why). Valid until the next tick: ``rest()`` reads the plan as it is now."""
