@@ -100,7 +100,7 @@ class PlaybackEngine:
         self._timing = RefillTiming(self.config.freshness, self.config.max_in_flight)
         self._load = LoadMonitor(self.config.max_in_flight, enabled=self.config.backoff)
         self._schedule = RefillSchedule(
-            self.config, self._plan, self._requests, self._load, self._timing
+            self.config, self._plan, self._requests, self._load, self._timing, self.lead_s
         )
         self._first_tick_at: float | None = None
         self._retry = RetryPolicy(self.config.startup_timeout_s, self._load)
@@ -198,7 +198,7 @@ class PlaybackEngine:
 
     def lead_s(self) -> float:
         """How far ahead of the plan's end the next refill starts; inf before any refill."""
-        return self._schedule.lead_s(self.period_s or 0.0)
+        return self._timing.lead_s(self._plan.lag_s, self.period_s or 0.0)
 
     def wait_any(self, timeout_s: float) -> bool:
         """Block until a request in flight completes or ``timeout_s`` passes (for drivers

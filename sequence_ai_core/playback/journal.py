@@ -2,8 +2,8 @@
 
 The engine reports the requests it starts, the chunks it accepts, the first step each chunk
 plays and its events; the episode reports each command the driver sent (``Episode.settle``),
-the holds and the outcome. ``recording.FlightRecorder`` is one; playback never imports it, and with no
-journal (the default) nothing is called. Every call is on the control thread and must
+the holds and the outcome. ``recording.FlightRecorder`` is one; playback never imports it,
+and with no journal (the default) nothing is called. Every call is on the control thread and must
 return at once (a recorder queues and writes elsewhere). Times are the driver's clock.
 """
 

@@ -10,6 +10,7 @@ one is outstanding (``load``). Without prefetch a request starts only when nothi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from .engine_config import EngineConfig
 from .inflight import InFlight
@@ -19,7 +20,8 @@ from .timing import RefillTiming, startup_refill_due
 
 
 class RefillSchedule:
-    """The refill decision over the engine's plan, requests, load and timing. The due time
+    """The refill decision over the engine's plan, requests, load and timing; ``lead()`` is
+    how far ahead of the plan's end a refill starts (``PlaybackEngine.lead_s``). The due time
     is computed once per change (a chunk arrives, a request starts: ``changed``), so the
     ticks in between compare one number."""
 
@@ -30,12 +32,14 @@ class RefillSchedule:
         requests: InFlight,
         load: LoadMonitor,
         timing: RefillTiming,
+        lead: Callable[[], float],
     ) -> None:
         self._config = config
         self._plan = plan
         self._requests = requests
         self._load = load
         self._timing = timing
+        self._lead = lead
         #: Seconds the latest chunk covers (what a request in flight is expected to add).
         self.covers_s = 0.0
         #: (projected plan end, lead): the next refill is due once less than the lead is left
@@ -44,10 +48,6 @@ class RefillSchedule:
     def changed(self) -> None:
         """A chunk arrived or a request started: the due time moves."""
         self._due_at = None
-
-    def lead_s(self, period_s: float) -> float:
-        """How far ahead of the plan's end the next refill starts; inf before any refill."""
-        return self._timing.lead_s(self._plan.lag_s, period_s)
 
     def lag_target(self, period_s: float, action_space: str | None) -> float:
         return self._timing.lag_target(period_s, self.covers_s, action_space)
@@ -95,7 +95,7 @@ class RefillSchedule:
         for position, request in enumerate(ordered):
             lag = self._plan.lag_after(position + 1, target, period_s)
             projected = max(projected, request.observed_at + lag + self.covers_s)
-        return projected, self.lead_s(period_s)
+        return projected, self._lead()
 
     def _startup_stagger_due(self, now: float, in_flight: int) -> bool:
         if not self._config.prefetch:
