@@ -87,19 +87,21 @@ class SampleWindow:
         return max(self._samples) if self._samples else math.nan
 
 
-# A tuple, not a frozen dataclass: one is made every tick, as a ``tick.Tick`` is.
+# A tuple, not a frozen dataclass: one is made every tick, as a ``tick.Tick`` is; and the
+# common tick's record is its first four fields, since keywords cost more than the rest.
 class ActionRecord(NamedTuple):
     """What the statistics keep of an action a tick handed out, counted once it went out
-    (``PlaybackStats.commit``). ``steady``: it continues the chunk playing (no seam, no
-    hand-over, no underrun to close). ``action``: what was sent (None: ``raw``);
-    ``blended``: a hand-over corrected it."""
+    (``PlaybackStats.commit``). The defaults are the common tick's: a step that continues
+    the chunk playing (``steady``: no seam, no hand-over, no underrun to close), sent as
+    planned. ``action``: what was sent (None: ``raw``); ``blended``: a hand-over corrected
+    it."""
 
     now: float
     raw: FloatArray  # the planned step before any seam blending
     staleness_s: float
     period_s: float
-    new_chunk: bool
-    steady: bool
+    new_chunk: bool = False
+    steady: bool = True
     action: FloatArray | None = None
     blended: bool = False
 
