@@ -19,9 +19,8 @@ from typing import Protocol
 
 from sequence_ai_core.action_spaces import kind_of
 from sequence_ai_core.errors import SequencesError
-from sequence_ai_core.playback.engine import PlaybackEngine
+from sequence_ai_core.playback.engine import PlaybackEngine, Tick
 from sequence_ai_core.playback.episode import Episode
-from sequence_ai_core.playback.tick import Tick
 from sequence_ai_core.types import FloatArray
 
 from . import conversions as conv
