@@ -131,7 +131,8 @@ class Episode:
         return self.ended
 
     def offer(self, verdict: Verdict) -> bool:
-        """True if the tick's action may go out; a refusal stops the episode (``validate``)."""
+        """True if the tick's action may go out; a refusal stops the episode (``validate``).
+        ``settle``'s first half, for a driver that asks before sending."""
         if verdict is None:
             return True
         if isinstance(verdict, BaseException):
@@ -152,7 +153,7 @@ class Episode:
     def empty_tick(self, kind: TickKind, now: float) -> SequencesError | None:
         """A tick with nothing to play: hold on the first tick of an underrun. Returns the
         error that ends the episode once the plan stayed empty (or ``observe()`` returned
-        nothing) past ``stall_timeout_s``; the driver stops with it."""
+        nothing) past ``stall_timeout_s``; ``idle`` stops with it."""
         if kind == "underrun" and not self._in_underrun:
             self._in_underrun = True
             self._hold_for_underrun()
