@@ -29,7 +29,7 @@ from sequence_ai_ros.msg import RunOutcome as RunOutcomeMsg
 from . import diagnostics, parameters, rclpy_guards
 from .chunk_validator import ChunkValidator
 from .control import NO_RATE_POLL_S
-from .episode import Episodes
+from .episode import EpisodeEnd, Episodes
 from .episode_action import EpisodeAction
 from .episode_recording import EpisodeRecordings
 from .health_publisher import HealthPublisher
@@ -287,7 +287,11 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
     ) -> bool:
         """End the running episode (``raised:<Class>`` of ``error`` when ``reason`` is None):
         the episode's one hold, its outcome. False if none was running."""
-        ended = self.episodes.end(reason, error=error, detail=detail)
+        return self._episode_ended(self.episodes.end(reason, error=error, detail=detail))
+
+    def _episode_ended(self, ended: tuple[EpisodeEnd, RunOutcome] | None) -> bool:
+        """Publish and log the end the episode decided, and let go of its engine; False if
+        there was none to record."""
         if ended is None:
             return False
         end, self._last_outcome = ended
@@ -307,7 +311,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             self.engine = None
             if self._policy is not None:
                 self._policy.cancel_requests()
-        self._last_error = error
+        self._last_error = self._last_outcome.error
         text = self._redact(
             f"episode {end.number} ended: {end.reason}{f' ({end.detail})' if end.detail else ''}; "
             f"{self._last_outcome!r}"
@@ -377,8 +381,8 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             self.get_logger().error(self._redact(step.trace))
         if abs(step.period_s - self.timer_period) > 1e-6:  # the timer keeps whole nanoseconds
             self._set_timer(step.period_s)  # the first chunk told the rate, or it differs a little
-        if step.ends:
-            self.stop_episode(step.reason, detail=step.detail, error=step.error)
+        if step.ends:  # the episode ended itself at this tick
+            self._episode_ended(self.episodes.record())
         else:
             self.episode_action.feedback(engine.phase, engine.snapshot, episode.actions)
 

@@ -24,7 +24,7 @@ from sequence_ai_core.playback.engine_config import (
 )
 from sequence_ai_core.playback.episode import Episode
 from sequence_ai_core.playback.outcome import RunOutcome
-from sequence_ai_core.playback.stats import Handed, PlaybackStats
+from sequence_ai_core.playback.stats import ActionRecord, PlaybackStats
 from sequence_ai_core.policy import connect
 from sequence_ai_core.types import Model
 from sequence_ai_ros import conversions as conv
@@ -217,7 +217,7 @@ class Counted:
 
     def commit(self) -> None:
         now = float(self.stats.actions)
-        self.stats.commit(Handed(now, np.zeros(2), 0.0, 0.1, False, False))
+        self.stats.commit(ActionRecord(now, np.zeros(2), 0.0, 0.1, new_chunk=False, steady=False))
 
     def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome:
         return self.stats.outcome(
