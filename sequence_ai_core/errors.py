@@ -23,7 +23,6 @@ openpi's (``openpi/errors.py``); the hierarchy::
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 
@@ -139,25 +138,3 @@ class ConfigurationError(SequencesError, ValueError):
     in (0, 3600] s, a credentials file that is not UTF-8. The message names the setting and
     never quotes the file. Also a ``ValueError``, for code that caught the settings errors as
     such."""
-
-
-def cold_start_advice(exc: Unavailable, waited_s: float) -> Unavailable:
-    """The warming answer that ended a run before its first action, saying what to change
-    (``playback/retries.py`` raises it)."""
-    if waited_s > 0:
-        advice = f"still warming after startup_timeout_s={waited_s:g}"
-    else:  # a margin over the gateway's estimate, or over what a cold worker takes to load
-        advice = (
-            f"pass startup_timeout_s={math.ceil(1.25 * (exc.retry_after_s or 120.0))} "
-            "to run() to wait for a cold worker"
-        )
-    return Unavailable(
-        f"{exc.message}; {advice}",
-        warming=True,
-        retry_after_s=exc.retry_after_s,
-        status=exc.status,
-        body=exc.body,
-        request_id=exc.request_id,
-        code=exc.code,
-        reason=exc.reason,
-    )
