@@ -54,6 +54,15 @@ def _seconds(stamp: Any) -> float:
     return float(stamp.sec) + float(stamp.nanosec) * 1e-9
 
 
+def _pixels(data: Any) -> bytes | memoryview:
+    """An Image's data without a copy (rclpy gives an ``array.array``): the store keeps the
+    latest frame, and only a request converts one."""
+    try:
+        return memoryview(data)
+    except TypeError:  # a list of ints
+        return bytes(data)
+
+
 class NodeInterfaces:
     def __init__(
         self, node: Any, config: NodeConfig, inputs: InputStore, controller: EpisodeController
@@ -176,7 +185,7 @@ class NodeInterfaces:
         self.inputs.on_joint_state(msg.name, msg.position, msg.velocity, _seconds(msg.header.stamp))
 
     def _on_image(self, view: str, msg: Any) -> None:
-        raw = RawImage(msg.height, msg.width, msg.encoding, msg.step, bytes(msg.data))
+        raw = RawImage(msg.height, msg.width, msg.encoding, msg.step, _pixels(msg.data))
         self.inputs.on_image(view, raw, _seconds(msg.header.stamp))
 
     def _on_compressed(self, view: str, msg: Any) -> None:
