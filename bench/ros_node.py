@@ -4,8 +4,11 @@ same inputs: CPU, action rate and period jitter, under a CPU quota, and e-stop t
 Every node is its own process, as shipped; the gateway simulator (lingbot-vla-v2-6b at 0.3 s)
 and a probe node (e-stop publisher, subscriber to both nodes' actions and to the outcome) run
 here. The inputs come from a feeder process (``bench/_ros_peers.py``): ``joint_states`` at
-100 Hz and, with cameras, two 640x480 rgb8 images at 30 Hz. The bare node subscribes to the
-same topics and publishes a 7-value ``Float64MultiArray`` from a timer. Both run at once over
+100 Hz and, with cameras, two 640x480 rgb8 images at 30 Hz. Fast DDS gets a shared-memory
+segment larger than a frame (``fastdds_shm.xml``): with its default one a frame goes over UDP
+in fragments, and on a loaded machine both nodes lost frames, which the policy node rightly
+refuses as stale (``max_observation_age_s``). The bare node subscribes to the same topics and
+publishes a 7-value ``Float64MultiArray`` from a timer. Both run at once over
 the same window, so that they share the machine's load. Measured:
 - each node's CPU share of one core (utime + stime from /proc, all threads), and per action;
 - the action rate and |period - nominal| (p99) as the probe receives them (DDS included), at
@@ -40,6 +43,7 @@ from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, table
 
 ROOT = Path(__file__).resolve().parents[1]
 ROS_PYTHON = ROOT / ".venv-jazzy" / "bin" / "python"
+SHM_PROFILE = Path(__file__).resolve().parent / "fastdds_shm.xml"
 MODEL = "lingbot-vla-v2-6b"
 LATENCY_S = 0.3
 RATES = (15.0, 30.0, 50.0)
@@ -331,6 +335,7 @@ def measure(full: bool) -> str:
     _installed_first()
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random().randint(101, 200)))
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    os.environ.setdefault("FASTRTPS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
     load = os.getloadavg()
     rate_rows: list[Any] = []
     estop: dict[str, list[float]] = {}
