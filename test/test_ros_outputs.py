@@ -264,6 +264,7 @@ def test_a_streamed_chunk_goes_out_once_and_a_hold_replaces_it(types: conv.Messa
 
 ROS_MODULES = {"policy_node", "node_io", "interfaces", "messages", "health_publisher"}
 ROS_MODULES |= {"rclpy_guards", "sim_arm_node", "episode_action", "chunk_validator"}
+ROS_MODULES |= {"sensor_inputs"}
 
 
 def test_only_the_modules_said_to_import_ros_do() -> None:
