@@ -11,10 +11,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from sequence_ai_core.playback.engine import Tick
-from sequence_ai_core.playback.engine_config import TickKind
 from sequence_ai_core.playback.outcome import RunOutcome
-from sequence_ai_core.playback.stats import Handed, PlaybackStats
+from sequence_ai_core.playback.stats import ActionRecord, PlaybackStats
+from sequence_ai_core.playback.tick import Tick, TickKind
 from sequence_ai_core.policy import Policy
 from sequence_ai_core.types import FloatArray, Observation, Prediction
 
@@ -39,7 +38,7 @@ class EmaPrefetch:
         self._seq = 0
         self._first_tick: float | None = None
         self.stats = PlaybackStats()
-        self._handed: Handed | None = None
+        self._handed: ActionRecord | None = None
         self.period_s: float | None = None
         self.requests = 0
 
@@ -77,12 +76,14 @@ class EmaPrefetch:
             kind: TickKind = "waiting" if self.stats.first_action_at is None else "underrun"
             if kind == "underrun":
                 self.stats.underrun(now)
-            return Tick(None, kind, 0, -1, False, math.nan)
+            return Tick(None, kind, 0, -1, new_chunk=False, staleness_s=math.nan, at=now)
         step = self._buffer.popleft()
         staleness = now - self._observed_at
         new, self._new_chunk = self._new_chunk, False
-        self._handed = Handed(now, step, staleness, self.period_s or 0.0, new, False)
-        return Tick(step.copy(), "action", self._seq, -1, new, staleness)
+        self._handed = ActionRecord(
+            now, step, staleness, self.period_s or 0.0, new_chunk=new, steady=False
+        )
+        return Tick(step.copy(), "action", self._seq, -1, new, staleness, at=now)
 
     def commit(self) -> None:
         if self._handed is not None:

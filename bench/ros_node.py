@@ -1,16 +1,26 @@
-"""The node on real rclpy (Jazzy wheels, Fast DDS): e-stop to hold, action rate and jitter, CPU.
+"""The policy node on real rclpy (Jazzy wheels, Fast DDS) against a bare rclpy node on the
+same inputs: CPU, action rate and period jitter, under a CPU quota, and e-stop to hold.
 
-The policy node and the simulated arm run as their own processes, as shipped; the gateway
-simulator and a probe node (e-stop publisher, action subscriber) run here. Measured:
+Every node is its own process, as shipped; the gateway simulator (lingbot-vla-v2-6b at 0.3 s)
+and a probe node (e-stop publisher, subscriber to both nodes' actions and to the outcome) run
+here. The inputs come from a feeder process (``bench/_ros_peers.py``): ``joint_states`` at
+100 Hz and, with cameras, two 640x480 rgb8 images at 30 Hz. Fast DDS gets a shared-memory
+segment larger than a frame (``fastdds_shm.xml``): with its default one a frame goes over UDP
+in fragments, and on a loaded machine both nodes lost frames, which the policy node rightly
+refuses as stale (``max_observation_age_s``). The bare node subscribes to the same topics and
+publishes a 7-value ``Float64MultiArray`` from a timer. Both run at once over
+the same window, so that they share the machine's load. Measured:
+- each node's CPU share of one core (utime + stime from /proc, all threads), and per action;
+- the action rate and |period - nominal| (p99) as the probe receives them (DDS included), at
+  15, 30 and 50 Hz (``control_hz``), with and without the cameras;
+- the same with each node in a cgroup limited to a quarter of one core (``_cpu_quota.py``),
+  and the episode's duty and underruns from ``~/outcome``;
 - e-stop publish -> the hold (zero velocities) received back on ``action``, for a latched
-  (reliable + transient local) and a default-QoS publisher, side by side;
-- the action topic's rate and period (p50/p99/max) and |period - nominal| at 15, 30 and
-  50 Hz (``control_hz``), as the probe receives it, so DDS delivery is included;
-- the node process's CPU time (utime + stime from /proc) per published action.
+  (reliable + transient local) and a default-QoS publisher, at 30 Hz with the cameras.
 
 Needs real rclpy: run with ``make bench-ros``; ``python -m bench --full`` in the plain venv
 hands this one to ``.venv-jazzy`` when it exists. Quick mode there leaves it to ``make
-bench-ros``: its three node bring-ups and runs take about 36 s, a fifth of the quick run's.
+bench-ros``. The quota rows need write access to a cgroup hierarchy (root).
 """
 
 from __future__ import annotations
@@ -21,23 +31,28 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import _cpu_quota, _ros_peers
 from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, table
 
 ROOT = Path(__file__).resolve().parents[1]
 ROS_PYTHON = ROOT / ".venv-jazzy" / "bin" / "python"
-JOINTS = [f"joint_{i + 1}" for i in range(7)]
+SHM_PROFILE = Path(__file__).resolve().parent / "fastdds_shm.xml"
+MODEL = "lingbot-vla-v2-6b"
+LATENCY_S = 0.3
 RATES = (15.0, 30.0, 50.0)
+QUOTA_CORES = 0.25
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 ESTOP_HEADERS = ["e-stop publisher", "trials", "p50 ms", "p95 ms", "max ms", "p50 ratio"]
 RATE_HEADERS = [
-    "control_hz", "rate Hz", "rate/nominal", "period p50 ms", "period p99 ms", "period max ms",
-    "jitter p99 ms", "node CPU ms/action", "CPU share",
+    "node", "control_hz", "cameras", "CPU share", "CPU ratio", "CPU ms/action", "rate Hz",
+    "rate ratio", "jitter p99 ms", "jitter ratio", "period max ms", "duty", "underruns",
 ]  # fmt: skip
 
 
@@ -51,53 +66,86 @@ def _wait(condition: Callable[[], Any], timeout_s: float = 30.0) -> Any:
     raise TimeoutError(f"timed out waiting for {condition}")
 
 
+def _python_path() -> str:
+    """The built workspace (``.ros-ws``, with the generated messages) ahead of the sources,
+    and this checkout after it for ``bench``: children start away from the checkout."""
+    return os.pathsep.join([*os.environ.get("PYTHONPATH", "").split(os.pathsep), str(ROOT)])
+
+
+def _installed_first() -> None:
+    """``python -m bench`` puts the checkout first, whose ``sequence_ai_ros`` has no ``msg``:
+    the built workspace's copy (symlinks to the same sources) goes ahead of it."""
+    built = [p for p in sys.path if (Path(p or ".") / "sequence_ai_ros" / "msg").is_dir()]
+    sys.path[:0] = built
+    for name in [m for m in sys.modules if m.split(".")[0] == "sequence_ai_ros"]:
+        del sys.modules[name]
+
+
 def _cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICK  # utime + stime
 
 
 class _Rig:
-    """Gateway simulator, arm and node processes, and a probe spun on a thread."""
+    """Gateway simulator, feeder, bare and policy node processes, and a probe on a thread."""
 
-    def __init__(self, control_hz: float) -> None:
+    def __init__(self, hz: float, cameras: bool, quota: float | None) -> None:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from sequence_ai_ros.msg import RunOutcome
         from std_msgs.msg import Float64MultiArray
 
         from sequence_ai_sim import GatewaySimulator
 
-        self.namespace = f"/bench{os.getpid()}_{int(control_hz)}"
-        self.sim = GatewaySimulator(api_key=BENCH_KEY, latency_s=0.05).start()
+        self.hz = hz
+        tag = f"{os.getpid()}_{int(hz)}_{int(cameras)}_{int(100 * (quota or 0))}"
+        self.namespace = f"/bench{tag}"
+        self.quotas = (
+            [_cpu_quota.create(f"bench_{who}{tag}", quota) for who in ("bare", "node")]
+            if quota
+            else []
+        )
+        self.sim = GatewaySimulator(api_key=BENCH_KEY, latency_s=LATENCY_S).start()
         params = {
+            "model": MODEL,
             "base_url": f"'{self.sim.url}'",
-            "joint_names": "[" + ", ".join(JOINTS) + "]",
-            "gripper_joint": "gripper",
+            "joint_names": "[" + ", ".join(_ros_peers.JOINTS) + "]",
+            "gripper_joint": _ros_peers.GRIPPER,
             "gripper_dims": "1",
-            "gripper_topic": "gripper_command",
-            "max_actions": "100000",
-            "control_hz": repr(control_hz),
+            "max_actions": "1000000",
+            "control_hz": repr(hz),
         }
-        env = {**os.environ, "SEQUENCES_API_KEY": BENCH_KEY}
-        base = [sys.executable, "-m"]
-        ns = ["--ros-args", "-r", f"__ns:={self.namespace}"]
+        if cameras:
+            views = _ros_peers.VIEWS
+            params["camera_views"] = "[" + ", ".join(views) + "]"
+            params["camera_topics"] = "[" + ", ".join(map(_ros_peers.camera_topic, views)) + "]"
         node_args = [a for k, v in params.items() for a in ("-p", f"{k}:={v}")]
-        self.node = subprocess.Popen(
-            [*base, "sequence_ai_ros.policy_node", *ns, *node_args],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        self.arm = subprocess.Popen(
-            [*base, "sequence_ai_ros.sim_arm_node", *ns, "-p", "camera_hz:=0.0",
-             "-r", "command:=action"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        peers = [sys.executable, "-m", "bench._ros_peers"]
+        with_cameras = ["--cameras"] if cameras else []
+        self.feed = self._spawn([*peers, "feed", *with_cameras])
+        self.bare = self._spawn([*peers, "bare", *with_cameras, "--hz", repr(hz)], 0)
+        self.node = self._spawn([sys.executable, "-m", "sequence_ai_ros.policy_node"], 1, node_args)
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.probe = rclpy.create_node(
             "bench_probe", namespace=self.namespace, context=self.context
         )
         self.lock = threading.Lock()
-        self.actions: list[tuple[float, bool]] = []  # (arrival, all arm values zero)
-        self.probe.create_subscription(Float64MultiArray, "action", self._on_action, 100)
+        self.actions: dict[str, list[tuple[float, bool]]] = {"node": [], "bare": []}  # (t, held)
+        for who, topic in (("node", "action"), ("bare", "bare_action")):
+            self.probe.create_subscription(
+                Float64MultiArray, topic, lambda msg, who=who: self._on_action(who, msg), 100
+            )
+        latched = QoSProfile(
+            depth=1,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )
+        self.outcome: Any = None
+        self.probe.create_subscription(
+            RunOutcome, "sequence_ai/outcome", lambda m: setattr(self, "outcome", m), latched
+        )
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.probe)
         self._stop = threading.Event()
@@ -105,17 +153,28 @@ class _Rig:
         self._thread.start()
         self._estop: dict[bool, Any] = {}
 
+    def _spawn(self, command: list[str], quota: int | None = None, args: Any = ()) -> Any:
+        enter = self.quotas[quota].enter if quota is not None and self.quotas else None
+        return subprocess.Popen(
+            [*command, "--ros-args", "-r", f"__ns:={self.namespace}", *args],
+            env={**os.environ, "SEQUENCES_API_KEY": BENCH_KEY, "PYTHONPATH": _python_path()},
+            cwd=tempfile.gettempdir(), preexec_fn=enter,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
     def _spin(self) -> None:
         while not self._stop.is_set():
             self.executor.spin_once(timeout_sec=0.01)
 
-    def _on_action(self, msg: Any) -> None:
+    def _on_action(self, who: str, msg: Any) -> None:
         with self.lock:
-            self.actions.append((time.monotonic(), not any(msg.data)))
+            self.actions[who].append(
+                (time.monotonic(), not any(msg.data[: len(_ros_peers.JOINTS)]))
+            )  # arm at rest
 
-    def count(self) -> int:
+    def count(self, who: str = "node") -> int:
         with self.lock:
-            return len(self.actions)
+            return len(self.actions[who])
 
     def call(self, srv_type: Any, name: str, request: Any) -> Any:
         client = self.probe.create_client(srv_type, name)
@@ -135,6 +194,7 @@ class _Rig:
         for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
             request = ChangeState.Request(transition=Transition(id=transition))
             assert self.call(ChangeState, "sequence_ai/change_state", request).success
+        _wait(lambda: self.count("bare") >= 10)  # the inputs flow
 
     def trigger(self, service: str) -> Any:
         from std_srvs.srv import Trigger
@@ -161,9 +221,9 @@ class _Rig:
     def close(self) -> None:
         import rclpy
 
-        for process in (self.node, self.arm):
+        for process in (self.node, self.bare, self.feed):
             process.send_signal(signal.SIGINT)
-        for process in (self.node, self.arm):
+        for process in (self.node, self.bare, self.feed):
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -174,6 +234,8 @@ class _Rig:
         self.probe.destroy_node()
         rclpy.try_shutdown(context=self.context)
         self.sim.stop()
+        for quota in self.quotas:
+            quota.remove()
 
 
 def _estop_latency(rig: _Rig, latched: bool, trials: int) -> list[float]:
@@ -188,74 +250,134 @@ def _estop_latency(rig: _Rig, latched: bool, trials: int) -> list[float]:
         before = rig.count()
         sent = time.monotonic()
         publisher.publish(Bool(data=True))
-        _wait(lambda before=before: any(zero for _, zero in rig.actions[before:]))
+        _wait(lambda before=before: any(zero for _, zero in rig.actions["node"][before:]))
         with rig.lock:
-            arrival = next(t for t, zero in rig.actions[before:] if zero)
+            arrival = next(t for t, zero in rig.actions["node"][before:] if zero)
         latencies.append(arrival - sent)
         publisher.publish(Bool(data=False))
         time.sleep(0.3)  # release delivered before the next start
     return latencies
 
 
-def _rate(rig: _Rig, hz: float, actions: int) -> dict[str, float]:
-    start = rig.count()
-    cpu_before = _cpu_s(rig.node.pid)
-    assert rig.trigger("start_episode").success
-    _wait(lambda: rig.count() >= start + actions + 10, timeout_s=actions / hz * 3 + 30)
-    cpu = _cpu_s(rig.node.pid) - cpu_before
-    done = rig.count() - start
-    assert rig.trigger("stop").success
-    with rig.lock:
-        times = [t for t, _ in rig.actions[start + 10 : start + 10 + actions]]
+def _stream(times: list[float], hz: float, cpu_s: float, window_s: float) -> dict[str, float]:
     periods = [b - a for a, b in itertools.pairwise(times)]
-    jitter = [abs(p - 1.0 / hz) for p in periods]
     return {
         "rate": (len(times) - 1) / (times[-1] - times[0]),
-        "p50": quantile(periods, 0.5),
-        "p99": quantile(periods, 0.99),
+        "jitter_p99": quantile([abs(p - 1.0 / hz) for p in periods], 0.99),
         "max": max(periods),
-        "jitter_p99": quantile(jitter, 0.99),
-        "cpu_per_tick": cpu / done,
+        "share": cpu_s / window_s,
+        "per_action": cpu_s / len(times),
     }
+
+
+def _window(rig: _Rig, seconds: float) -> dict[str, dict[str, float]]:
+    """Both nodes over the same window of a playing episode (after its first 10 actions)."""
+    start = rig.count()
+    assert rig.trigger("start_episode").success
+    _wait(lambda: rig.count() >= start + 10, timeout_s=30)
+    pids = {"node": rig.node.pid, "bare": rig.bare.pid}
+    marks = {who: rig.count(who) for who in pids}
+    throttled = [q.throttled() for q in rig.quotas]
+    cpu = {who: _cpu_s(pid) for who, pid in pids.items()}
+    began = time.monotonic()
+    time.sleep(seconds)
+    window = time.monotonic() - began
+    cpu = {who: _cpu_s(pid) - cpu[who] for who, pid in pids.items()}
+    ends = {who: rig.count(who) for who in pids}
+    throttled = [q.throttled() - before for q, before in zip(rig.quotas, throttled, strict=True)]
+    episode = rig.outcome.episode if rig.outcome is not None else 0
+    assert rig.trigger("stop").success
+    _wait(lambda: rig.outcome is not None and rig.outcome.episode > episode)
+    result = {}
+    for who in pids:
+        with rig.lock:
+            times = [t for t, _ in rig.actions[who][marks[who] : ends[who]]]
+        result[who] = _stream(times, rig.hz, cpu[who], window)
+    result["node"] |= {"duty": rig.outcome.duty_cycle, "underruns": rig.outcome.underruns}
+    for who, count in zip(("bare", "node"), throttled, strict=False):
+        result[who]["throttled"] = count
+    return result
+
+
+def _rows(hz: float, cameras: bool, label: str, r: dict[str, dict[str, float]]) -> list[Any]:
+    bare, node = r["bare"], r["node"]
+    rows = []
+    for who, s in (("bare rclpy node", bare), ("policy node", node)):
+        rows.append(
+            [f"{who}{label}", f"{hz:g}", "2" if cameras else "0", f"{s['share']:.3f}",
+             ratio(s["share"], bare["share"]), ms(s["per_action"], 2), f"{s['rate']:.2f}",
+             ratio(s["rate"], bare["rate"]), ms(s["jitter_p99"]),
+             ratio(s["jitter_p99"], bare["jitter_p99"]), ms(s["max"]),
+             f"{s['duty']:.3f}" if "duty" in s else "",
+             f"{s['underruns']:g}" if "duty" in s else ""]
+        )  # fmt: skip
+    return rows
+
+
+def _measure_rig(
+    hz: float, cameras: bool, quota: float | None, seconds: float, estop_trials: int
+) -> tuple[dict[str, dict[str, float]], dict[str, list[float]]]:
+    rig = _Rig(hz, cameras, quota)
+    try:
+        rig.bring_up()
+        estop = {}
+        if estop_trials:
+            estop["transient local (latched)"] = _estop_latency(rig, True, estop_trials)
+            estop["default QoS (volatile)"] = _estop_latency(rig, False, estop_trials)
+        return _window(rig, seconds), estop
+    finally:
+        rig.close()
 
 
 def measure(full: bool) -> str:
     trials = 20 if full else 6
     seconds = 20.0 if full else 6.0
+    _installed_first()
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random().randint(101, 200)))
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    os.environ.setdefault("FASTRTPS_DEFAULT_PROFILES_FILE", str(SHM_PROFILE))
+    load = os.getloadavg()
+    rate_rows: list[Any] = []
     estop: dict[str, list[float]] = {}
-    rates: dict[float, dict[str, float]] = {}
-    for hz in RATES:
-        rig = _Rig(hz)
-        try:
-            rig.bring_up()
-            if hz == RATES[0]:
-                estop["transient local (latched)"] = _estop_latency(rig, True, trials)
-                estop["default QoS (volatile)"] = _estop_latency(rig, False, trials)
-            rates[hz] = _rate(rig, hz, int(seconds * hz))
-        finally:
-            rig.close()
+    for cameras in (True, False):
+        for hz in RATES:
+            trials_here = trials if cameras and hz == 30.0 else 0
+            result, found = _measure_rig(hz, cameras, None, seconds, trials_here)
+            estop |= found
+            rate_rows += _rows(hz, cameras, "", result)
+    try:
+        quota = _cpu_quota.create(f"bench_probe{os.getpid()}", QUOTA_CORES)
+        kind = quota.kind
+        quota.remove()
+        result, _ = _measure_rig(30.0, True, QUOTA_CORES, seconds, 0)
+        label = f" in {QUOTA_CORES:g} core"
+        rate_rows += _rows(30.0, True, label, result)
+        quota_note = (
+            f"Quota rows: each node in its own {kind} group of {QUOTA_CORES:g} of one core "
+            f"(period {_cpu_quota.PERIOD_US // 1000} ms); throttled periods in the window: "
+            f"bare {result['bare']['throttled']:g}, policy {result['node']['throttled']:g}."
+        )
+    except OSError as exc:
+        quota_note = f"_No quota rows: {exc}._"
     base = quantile(next(iter(estop.values())), 0.5)
     estop_rows = [
         [kind, len(v), ms(quantile(v, 0.5)), ms(quantile(v, 0.95)), ms(max(v)),
          ratio(quantile(v, 0.5), base)]
         for kind, v in estop.items()
     ]  # fmt: skip
-    rate_rows = [
-        [f"{hz:g}", f"{r['rate']:.2f}", ratio(r["rate"], hz), ms(r["p50"]), ms(r["p99"]),
-         ms(r["max"]), ms(r["jitter_p99"]), ms(r["cpu_per_tick"], 2),
-         f"{100 * r['cpu_per_tick'] * hz:.1f} %"]
-        for hz, r in rates.items()
-    ]  # fmt: skip
+    after = os.getloadavg()
     return "\n\n".join(
         [
-            "### E-stop publish to hold received",
-            table(ESTOP_HEADERS, estop_rows),
-            "### Action topic at the probe, and node CPU",
+            "### Policy node against a bare rclpy node on the same inputs",
             table(RATE_HEADERS, rate_rows),
+            "Ratios are to the bare node of the same row pair, measured over the same window. "
+            + quota_note,
+            "### E-stop publish to hold received (30 Hz, cameras)",
+            table(ESTOP_HEADERS, estop_rows),
             machine_note(
-                full=full, sizes=f"{trials} e-stop trials per publisher, {seconds:g} s per rate"
+                full=full,
+                sizes=f"{trials} e-stop trials per publisher, {seconds:g} s per window; "
+                f"load average {load[0]:.2f} before, {after[0]:.2f} after",
             ),
         ]
     )

@@ -3,10 +3,11 @@
 A generated table sits in a page between ``<!-- generated: NAME -->`` and
 ``<!-- end generated -->``; this module rewrites what is between the two:
 
-- ``node-parameters``: the node's parameters, from ``sequence_ai_ros/declarations.py``;
-- ``errors``: the error classes, from ``sequence_ai_core/errors.py`` (each class's docstring and
-  ``STATUS_RULES``); the last column, what a controller does, is written by hand in the page
-  and kept from one run to the next;
+- ``node-parameters``: the node's parameters, from their declarations
+  (``sequence_ai_ros/parameters/table.py``);
+- ``errors``: the error classes, from ``sequence_ai_core/errors.py`` (each class's docstring)
+  and ``STATUS_RULES`` in ``sequence_ai_core/gateway/error_map.py``; the last column, what a
+  controller does, is written by hand in the page and kept from one run to the next;
 - ``cli``: the ``sequence-ai`` command, from its argparse parser
   (``sequence_ai_core/tools/cli.py``), with the commands other packages serve (``sim``) loaded
   by module name as the command loads them;
@@ -32,8 +33,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from sequence_ai_core import errors
+from sequence_ai_core.gateway import error_map
 from sequence_ai_core.tools import cli
-from sequence_ai_ros.declarations import PARAMETERS, ParamSpec
+from sequence_ai_ros.parameters import PARAMETERS, Parameter
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "python -m docs._generate"
@@ -85,7 +87,7 @@ _KIND_NAMES = {
 }
 
 
-def _default(spec: ParamSpec) -> str:
+def _default(spec: Parameter) -> str:
     value = spec.default
     if value is None:
         return "unset"
@@ -96,18 +98,14 @@ def _default(spec: ParamSpec) -> str:
     return _code(repr(value))
 
 
-def _constraint(spec: ParamSpec) -> str:
-    return _cell(spec.constraints.replace("|", " | "))
-
-
 def node_parameters(_old: str) -> str:
     rows = [
         (
             _code(spec.name),
             _KIND_NAMES[spec.kind],
             _default(spec),
-            _constraint(spec),
-            _cell(spec.description),
+            _cell(spec.constraints),
+            _cell(spec.meaning),
         )
         for spec in PARAMETERS
     ]
@@ -128,7 +126,7 @@ def _error_classes() -> list[type[errors.SequencesError]]:
         and value.__module__ == errors.__name__
     ]
     mapped: list[type[errors.SequencesError]] = []
-    for rule in errors.STATUS_RULES:
+    for rule in error_map.STATUS_RULES:
         if rule.error not in mapped:
             mapped.append(rule.error)
     rest = [c for c in defined if c not in mapped and c is not errors.SequencesError]
@@ -147,7 +145,7 @@ def _class_cell(cls: type[errors.SequencesError]) -> str:
 
 
 def _statuses(cls: type[errors.SequencesError]) -> tuple[str, str]:
-    rules = [rule for rule in errors.STATUS_RULES if rule.error is cls]
+    rules = [rule for rule in error_map.STATUS_RULES if rule.error is cls]
     if cls is errors.SequencesError:
         return "any other", "any other"
     if not rules:

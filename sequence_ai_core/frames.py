@@ -3,16 +3,16 @@
 ``observe`` runs on the caller's thread (the robot's inputs belong to the control loop), and
 in ``run()`` and the engine the request body is built on a worker thread. Encoding two
 640x480 frames to JPEG takes a large share of a 50 Hz period if ``observe`` does it
-(bench/results/overhead.md, "The control thread's time per tick").
+(docs/performance.md, "The control thread").
 A ``RawFrame`` holds the pixels and encodes them (resize with padding, JPEG, as
 ``images.encode_image``) the first time its ``data`` is read, which the wire layer does while
 building the body: on the worker for ``run()`` and the engine, on the caller for
 ``predict()``. So ``observe`` still runs on the caller's thread and reads the sensors there;
 only the heavy work moves.
 
-The pixels are copied when the frame is made (``copy=True``, about 0.1 ms for 640x480x3), so a
-camera driver may reuse its buffer; pass ``copy=False`` for arrays nobody writes to again
-(e.g. one made from a ROS message).
+The pixels are copied when the frame is made (``copy=True``), so a camera driver may reuse
+its buffer; pass ``copy=False`` for arrays nobody writes to again (e.g. one made from a ROS
+message).
 """
 
 from __future__ import annotations

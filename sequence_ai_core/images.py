@@ -1,7 +1,7 @@
 """Camera images to what the gateway wants: a JPEG of the model's input size, aspect kept.
 
-Payload size drives latency (~16 ms per kB measured on the real gateway; a 224x224 JPEG is
-~12 kB, a 640x480 one ~45 kB), so images are resized on the robot, not on the server.
+Every kB of request body adds latency on the real gateway (docs/performance.md, "Payload"),
+so images are resized and encoded on the robot, not on the server.
 """
 
 from __future__ import annotations

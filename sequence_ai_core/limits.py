@@ -3,8 +3,8 @@
 Parsing holds the GIL, so the control thread waits while a worker parses an answer; these
 caps bound that wait as much as memory: the largest chunk allowed below (128 x 32 values)
 parses in a small fraction of what an unbounded 1000 x 32 chunk takes, and a body of the
-most expensive shape (single-digit numbers) is refused by ``MAX_JSON_ITEMS`` before parsing.
-The figures are in bench/results/parse.md (``bench/parse.py``).
+most expensive shape (single-digit numbers) is refused by ``MAX_JSON_ITEMS`` before parsing
+(what parsing costs: docs/performance.md, "Hostile gateways and parsing").
 """
 
 from __future__ import annotations

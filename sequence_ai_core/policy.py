@@ -6,15 +6,15 @@ import logging
 import os
 import ssl
 import threading
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from os import PathLike
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .action_buffer import ActionBuffer
 from .credentials import resolve_api_key
-from .errors import ChunkExhausted, ConfigurationError, SequencesError
+from .errors import ConfigurationError, SequencesError
 from .gateway.backend import Backend, GatewayBackend
 from .gateway.transport import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -67,7 +67,7 @@ class Policy:
         self._backend: Backend = (
             GatewayBackend(backend) if isinstance(backend, Transport) else backend
         )
-        self._buffer: deque[FloatArray] = deque()
+        self._buffer = ActionBuffer()
         self._model_info: Model | None = None
         self._describe_lock = threading.Lock()
         #: One driver at a time (``source``): threads, ``run()`` and engines all take it.
@@ -154,22 +154,12 @@ class Policy:
             return self.fetch(observation, options)
 
     def next_action(self, observation: Observation | None = None, **options: Any) -> FloatArray:
-        """Pop the next buffered action; refill from ``observation`` when the buffer is empty.
-
-        This is the simple loop (it stops the arm while each refill is in flight); ``run()``
-        keeps it moving with prefetch.
-        """
+        """Pop the next buffered action; refill from ``observation`` when the buffer is empty
+        (``action_buffer``: the simple loop, which stops the arm while each refill is in
+        flight; ``run()`` keeps it moving with prefetch)."""
         with self.guard.driving():
             self._check_open()
-            if not self._buffer:
-                if observation is None:
-                    raise ChunkExhausted(
-                        "action buffer is empty and no observation was given; "
-                        "pass observation= on every call"
-                    )
-                prediction = self.fetch(observation, options)
-                self._buffer.extend(prediction.action_chunk.steps)
-            return self._buffer.popleft()
+            return self._buffer.pop(observation, lambda seen: self.fetch(seen, options))
 
     @property
     def buffered(self) -> int:

@@ -5,7 +5,8 @@ The package's own interfaces (``sequence_ai_ros.msg``, ``.srv``, ``.action``) ar
 beside these modules by the colcon build from ``msg/``, ``srv/`` and ``action/``.
 
 Only ``policy_node``, ``node_io``, ``interfaces``, ``messages``, ``health_publisher``,
-``rclpy_guards``, ``episode_action``, ``chunk_validator`` and ``sim_arm_node`` import rclpy or
-message packages; every other module here (the output types in ``outputs/`` included) is
-plain Python, so it can be tested and reused without ROS.
+``rclpy_guards``, ``episode_action``, ``chunk_validator``, ``sensor_inputs`` and
+``sim_arm_node`` import rclpy or message packages; every other module here (the output types
+in ``outputs/`` and the parameters in ``parameters/`` included) is plain Python, so it can be
+tested and reused without ROS.
 """

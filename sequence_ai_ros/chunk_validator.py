@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sequence_ai_core.errors import ChunkRefused
-from sequence_ai_core.types import ActionChunk, Observation
+from sequence_ai_core import ActionChunk, ChunkRefused, Observation
 from sequence_ai_ros.srv import ValidateChunk
 
 from . import conversions as conv

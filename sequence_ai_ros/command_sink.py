@@ -13,12 +13,31 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sequence_ai_core.types import ActionChunk, FloatArray
+from sequence_ai_core import ActionChunk
+from sequence_ai_core.node_api import FloatArray
 
 from . import conversions as conv
 from . import trajectories as traj
 from .outputs import Envelope, OutputType
-from .params import NodeConfig
+from .parameters import NodeConfig
+
+
+@dataclass(frozen=True)
+class InForce:
+    """The chunk trajectory the controller is playing: chunk ``chunk_seq`` from step
+    ``first_step`` on, its ``steps`` as sent (action-space units)."""
+
+    chunk_seq: int
+    first_step: int
+    steps: FloatArray
+
+    def step(self, chunk_seq: int, index: int) -> FloatArray | None:
+        """Step ``index`` of chunk ``chunk_seq`` as this trajectory carries it, or None."""
+        offset = index - self.first_step
+        if chunk_seq != self.chunk_seq or not 0 <= offset < len(self.steps):
+            return None
+        step: FloatArray = self.steps[offset]
+        return step
 
 
 class Publisher(Protocol):
@@ -56,8 +75,9 @@ class CommandSink:
         self._publishers = publishers
         self._now_ns = now_ns
         self.gripper_names = gripper_joint_names(config)
-        #: The chunk whose remaining steps went out as one trajectory (trajectory_mode=chunk).
-        self._trajectory_seq: int | None = None
+        #: The one record of the trajectory in force (trajectory_mode=chunk): a hold or a new
+        #: episode ends it. The streamer only remembers where it takes the arm.
+        self._in_force: InForce | None = None
         self._streamer: traj.ChunkStreamer | None = None
 
     @property
@@ -67,12 +87,18 @@ class CommandSink:
 
     def reset(self) -> None:
         """A new episode: no trajectory has been sent."""
-        self._trajectory_seq = None
+        self._in_force = None
         self._streamer = None
 
     def streamed(self, chunk_seq: int) -> bool:
         """Whether the controller is already playing this chunk's trajectory."""
-        return self._trajectory_seq == chunk_seq
+        return self._in_force is not None and self._in_force.chunk_seq == chunk_seq
+
+    def trajectory_step(self, chunk_seq: int, index: int) -> FloatArray | None:
+        """Step ``index`` of chunk ``chunk_seq`` as the trajectory in force carries it (the
+        controller plays it); None when none does: another chunk's, a hold since, or a step
+        past its end."""
+        return None if self._in_force is None else self._in_force.step(chunk_seq, index)
 
     def send(self, command: conv.Command, period_s: float, action_space: str) -> str | None:
         """Publish one command (arm, and gripper on its topic); why not, or None."""
@@ -98,7 +124,7 @@ class CommandSink:
 
     def send_hold(self, command: conv.Command, period_s: float, action_space: str) -> str | None:
         """Publish a hold; it replaces any trajectory sent, so the next one starts afresh."""
-        self._trajectory_seq = None
+        self._in_force = None
         if self._streamer is not None:
             self._streamer.reset()
         return self.send(command, period_s, action_space)
@@ -108,12 +134,14 @@ class CommandSink:
         steps: FloatArray,
         *,
         chunk_seq: int,
+        first_step: int = 0,
         action_space: str,
         measured: FloatArray | None,
         period_s: float,
         late_s: float,
     ) -> str | None:
-        """Publish ``steps`` (checked, the first due ``late_s`` ago) as one trajectory."""
+        """Publish ``steps`` (checked; the first, step ``first_step`` of chunk ``chunk_seq``,
+        due ``late_s`` ago) as one trajectory, which is then in force."""
         streamer = self._streamer
         if streamer is None or streamer.action_space != action_space:
             streamer = self._streamer = traj.ChunkStreamer(
@@ -137,7 +165,7 @@ class CommandSink:
         if gripper is not None and planned.gripper.shape[1]:
             grip = [(row, None, t) for row, t in zip(planned.gripper, planned.times_s, strict=True)]
             gripper.publish(output.trajectory_message(types, self.gripper_names, grip, stamp))
-        self._trajectory_seq = chunk_seq
+        self._in_force = InForce(chunk_seq, first_step, steps)
         return None
 
     def publish_chunk(self, chunk: ActionChunk, age_s: float) -> None:

@@ -1,11 +1,13 @@
 """One control tick of the node, ROS-free: the step due now, checked, published or held.
 
-``Control.step`` is the node's one call per timer tick. It asks the engine for the step due
-now, applies every safety rule (``safety.py``), builds the command and sends it through the
-command sink, or holds; it returns what the node must do about the episode (stop, and why)
-and the timer period to keep. It remembers what the arm was last commanded this episode,
-which the next check and the hold command need. The node keeps the lifecycle and the ROS
-wiring; the interfaces reach this only through ``DriverHold``.
+``Control.step`` is the node's one call per timer tick, a driver of the engine as
+``Policy.run()``'s loop is: it asks the engine for the step due now, applies every safety
+rule (``safety.py``), builds the command and sends it through the command sink, or says
+why not; the core ``Episode`` takes that verdict (``Episode.settle``) and decides whether
+the episode ends. ``step`` returns that end, if any, and the timer period to keep. It
+remembers what the arm was last commanded this episode, which the next check and the hold
+command need. The node keeps the lifecycle and the ROS wiring; the interfaces reach this
+only through ``DriverHold``.
 """
 
 from __future__ import annotations
@@ -15,11 +17,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Protocol
 
-from sequence_ai_core.action_spaces import kind_of
-from sequence_ai_core.errors import SequencesError
-from sequence_ai_core.playback.engine import PlaybackEngine, Tick
-from sequence_ai_core.playback.episode import Episode, StopReason
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core import Episode, PlaybackEngine, SequencesError, Tick
+from sequence_ai_core.node_api import FloatArray, kind_of
 
 from . import conversions as conv
 from . import outputs, safety
@@ -27,16 +26,11 @@ from . import trajectories as traj
 from .command_sink import CommandSink
 from .hold import hold_command
 from .inputs import InputStore
-from .params import NodeConfig
+from .parameters import NodeConfig
 
 #: The timer's period while the engine knows no rate (no control_hz parameter, a catalogue
 #: entry without one, no chunk yet): how often it looks for the first chunk; not a period.
 NO_RATE_POLL_S = 0.1
-
-
-#: The rest of the playing chunk from the tick's step on, as it will be sent (the hand-over
-#: included: ``PlaybackEngine.planned_rest``), and its anchor (monotonic seconds).
-PlayingChunk = tuple[FloatArray, float]
 
 
 class DriverHold(Protocol):
@@ -49,12 +43,13 @@ class DriverHold(Protocol):
 
 @dataclass(frozen=True)
 class Step:
-    """What one tick means for the episode: the timer period to keep, and whether it ends
-    (``reason``, or None with ``error`` for ``raised:<Class>``)."""
+    """What one tick means for the episode: the timer period to keep, and whether the
+    episode ended at this tick (its ``reason``, or None with ``error`` for
+    ``raised:<Class>``, as the episode decided)."""
 
     period_s: float
     ends: bool = False
-    reason: StopReason | None = None
+    reason: str | None = None
     detail: str = ""
     error: BaseException | None = None
     trace: str = ""  # the traceback of an untyped failure, for the node's log
@@ -64,13 +59,18 @@ def _period(engine: PlaybackEngine) -> float:
     return engine.period_s or NO_RATE_POLL_S
 
 
-def _playing(engine: PlaybackEngine, tick: Tick) -> PlayingChunk | None:
-    """What a chunk trajectory carries: the targets the engine will send from this tick's
-    step on, blended by the hand-over, not the chunk's raw steps (whose seam it smooths)."""
-    current, rest = engine.current_chunk, engine.planned_rest(tick.step_index)
-    if current is None or rest is None:
-        return None
-    return rest, current[1]
+def _ended(period_s: float, episode: Episode, trace: str = "") -> Step:
+    """The step of a tick at which the episode ended, as its outcome says."""
+    outcome = episode.outcome
+    raised = outcome.reason.startswith("raised:")
+    return Step(
+        period_s,
+        ends=True,
+        reason=None if raised else outcome.reason,
+        detail=episode.detail,
+        error=outcome.error,
+        trace=trace,
+    )
 
 
 class Control:
@@ -91,16 +91,12 @@ class Control:
         self.period_s = 0.0
         self.holds = 0  # holds for early stops (each also calls the hold service)
         self._underrun_held = False
-        #: The chunk trajectory sent last: its chunk, the step it starts at and its steps as
-        #: sent (action-space units); in force while the sink says the chunk is streamed.
-        self._trajectory: tuple[int, int, FloatArray] | None = None
 
     def begin_episode(self) -> None:
         self.last_action = None
         self._last_positions = None
         self.action_space = ""
         self._underrun_held = False
-        self._trajectory = None
         self.sink.reset()
 
     # ------------------------------------------------------------------ the tick
@@ -111,49 +107,35 @@ class Control:
         """Play the step due at ``now`` (monotonic seconds), or hold; what the episode does."""
         stale = safety.stale_input(self.inputs, self.config)
         if stale is not None:
-            return Step(_period(engine), ends=True, reason="stale_input", detail=stale)
+            episode.stop("stale_input", detail=stale)
+            return _ended(_period(engine), episode)
         try:
             tick = engine.tick(now, self.inputs.observe)
         except Exception as exc:  # an untyped failure must still hold, not kill the executor
             trace = "" if isinstance(exc, SequencesError) else traceback.format_exc()
-            return Step(_period(engine), ends=True, detail=str(exc), error=exc, trace=trace)
+            episode.stop(error=exc, detail=str(exc))
+            return _ended(_period(engine), episode, trace)
         period = _period(engine)
         if tick.new_chunk:
-            self._publish_chunk(engine)
-        if tick.action is None:
-            stalled = episode.empty_tick(tick.kind, now)  # the underrun hold, the stall bound
-            if stalled is None:
-                return Step(period)
-            return Step(period, ends=True, detail=str(stalled), error=stalled)
-        space = engine.action_space or ""
-        # built only when a chunk trajectory is due: the rest of a chunk is not free per tick
-        sink = self.sink
-        due = sink.streams_chunks and self.trajectory_step(tick) is None
-        playing = _playing(engine, tick) if due else None
-        problem = self.play(
+            self._publish_chunk(tick)
+        if tick.action is None:  # the underrun hold, the stall bound
+            return _ended(period, episode) if episode.idle(tick.kind, now) else Step(period)
+        # With trajectory_mode=chunk the controller plays this tick's step from the trajectory
+        # in force, if one carries it; else one goes out from this step (its first point is
+        # the action). Either way the command recorded is the step as the controller plays
+        # it: one command per action the episode counts, whatever the output type.
+        in_force = self.sink.trajectory_step(tick.chunk_seq, tick.step_index)
+        refused = self.play(
             tick.action,
-            space,
+            engine.action_space or "",
             checks,
             period,
             tick=tick,
-            playing=playing,
+            in_force=in_force is not None,
             remaining=episode.remaining,
         )
-        if not episode.offer(problem):  # refused: nothing went out
-            return Step(period, ends=True, reason="validate", detail=problem or "")
-        # It went out: the journal (the episode's recorder, if any) records the command
-        # played at this tick, as Policy.run()'s driver does after act(), in the action
-        # space's units (command_from_action made the published values from it): the action
-        # the engine handed out, hand-over blend included. A chunk trajectory carries many
-        # ticks' steps in one message, and at each tick the controller plays the point made
-        # from that tick's step: the tick records that step as the trajectory carries it
-        # (the engine's blended rest when it was sent; the first is the action of the tick
-        # that sent it), on the ticks that publish nothing too. So there is one command per
-        # action the episode counts, whatever the output type.
-        sent = self.trajectory_step(tick) if sink.streams_chunks else None
-        engine.journal.command(now, tick.action if sent is None else sent)
-        if episode.commit():
-            return Step(period, ends=True, reason="completed")
+        if episode.settle(tick, refused, sent=in_force):
+            return _ended(period, episode)
         return Step(period)
 
     def play(
@@ -164,15 +146,15 @@ class Control:
         period_s: float,
         *,
         tick: Tick | None = None,
-        playing: PlayingChunk | None = None,
+        in_force: bool = False,
         remaining: int | None = None,
     ) -> str | None:
         """Check and publish one action; the reason it was refused, or None. With
-        ``trajectory_mode=chunk`` the rest of the ``playing`` chunk (the engine's
-        ``current_chunk``, from the ``tick``'s step on) goes out once, as one trajectory, each
-        step checked like a single action first, and no more of them than the ``remaining``
-        actions of the episode (this one included); again from a later step only if the
-        trajectory sent ends before it (``trajectory_step``)."""
+        ``trajectory_mode=chunk`` the rest of the ``tick``'s chunk from its step on goes out
+        once, as one trajectory (``Tick.rest``: the steps as the engine will send them),
+        each step checked like a single action first, and no more of them than the
+        ``remaining`` actions of the episode (this one included); again from a later step
+        only when the trajectory sent does not carry it (``in_force`` False)."""
         max_age = self.config.max_observation_age_s
         measured = self.inputs.measured_arm(max_age)
         reason = safety.check_action(
@@ -196,12 +178,10 @@ class Control:
         )
         if not self.sink.streams_chunks or tick is None:
             problem = self.sink.send(command, period_s, self.action_space)
-        elif playing is None:  # the controller already plays this chunk's trajectory
+        elif in_force:  # the controller already plays this step of the chunk's trajectory
             problem = None
         else:
-            problem = self._stream(
-                tick, playing, action, space, checks, measured, period_s, remaining
-            )
+            problem = self._stream(tick, action, space, checks, measured, period_s, remaining)
         if problem is None:
             self.last_action = action.copy()
             self._last_positions = command.positions
@@ -211,21 +191,13 @@ class Control:
         return problem
 
     def trajectory_step(self, tick: Tick) -> FloatArray | None:
-        """The step of the chunk trajectory in force that the controller plays at
-        ``tick``, as sent; None when none covers it: a new chunk, a hold since, or a step
-        past the trajectory's end (late ticks skip steps, and a trajectory carries only as
-        many steps as the episode had actions left), which the next trajectory then sends."""
-        sent = self._trajectory
-        if sent is None or sent[0] != tick.chunk_seq or not self.sink.streamed(tick.chunk_seq):
-            return None
-        _, first, steps = sent
-        offset = tick.step_index - first
-        return steps[offset] if 0 <= offset < len(steps) else None
+        """The step of the chunk trajectory in force that the controller plays at ``tick``,
+        as sent; None when none covers it (``CommandSink.trajectory_step``)."""
+        return self.sink.trajectory_step(tick.chunk_seq, tick.step_index)
 
     def _stream(
         self,
         tick: Tick,
-        playing: PlayingChunk,
         action: FloatArray,
         space: str,
         checks: safety.SafetyChecks,
@@ -233,32 +205,28 @@ class Control:
         period_s: float,
         remaining: int | None,
     ) -> str | None:
-        """Publish the rest of the playing chunk from this tick's step, unless the
-        trajectory in force already carries that step."""
-        if self.trajectory_step(tick) is not None:
-            return None  # the controller is already playing this chunk's trajectory
-        rest, anchor = playing
+        """Publish the rest of the tick's chunk from its step on as one trajectory."""
+        rest = tick.rest()
+        if rest is None:
+            return "no chunk to send as a trajectory"
         steps = safety.trajectory_steps(rest, action, remaining)
         problem = safety.check_trajectory(checks, steps[1:], action)
         if problem:
             return problem
-        problem = self.sink.stream(
+        return self.sink.stream(
             steps,
             chunk_seq=tick.chunk_seq,
+            first_step=tick.step_index,
             action_space=space,
             measured=measured,
             period_s=period_s,
-            late_s=traj.due_offset_s(anchor, tick.step_index, period_s, time.monotonic()),
+            late_s=traj.due_offset_s(tick.anchor, tick.step_index, period_s, time.monotonic()),
         )
-        if problem is None:
-            self._trajectory = (tick.chunk_seq, tick.step_index, steps)
-        return problem
 
-    def _publish_chunk(self, engine: PlaybackEngine) -> None:
-        current = engine.current_chunk
-        if current is not None:
-            chunk, anchor = current
-            self.sink.publish_chunk(chunk, time.monotonic() - anchor)
+    def _publish_chunk(self, tick: Tick) -> None:
+        chunk = tick.chunk
+        if chunk is not None:
+            self.sink.publish_chunk(chunk, time.monotonic() - tick.anchor)
 
     # ------------------------------------------------------------------ holds
 

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sequence_ai_core.action_spaces import find_space, kind_of
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.node_api import FloatArray, find_space, kind_of
 
 
 class InputProblem(ValueError):
@@ -89,7 +88,7 @@ _CHANNELS = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1, "8UC3": 3
 
 
 def image_to_rgb(
-    height: int, width: int, encoding: str, step: int, data: bytes
+    height: int, width: int, encoding: str, step: int, data: bytes | memoryview
 ) -> npt.NDArray[np.uint8]:
     """sensor_msgs/Image → HxWx3 uint8 RGB. Rows may be padded (``step`` >= width*channels)."""
     channels = _CHANNELS.get(encoding)

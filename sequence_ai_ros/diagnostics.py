@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sequence_ai_core.errors import Unavailable
-from sequence_ai_core.redaction import redact as redact  # the node redacts its logs with it
+from sequence_ai_core import Unavailable
+from sequence_ai_core.node_api import redact as redact  # the node redacts its logs with it
 
 from .episode import EpisodeEnd
 

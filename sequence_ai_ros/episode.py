@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sequence_ai_core.playback.episode import Episode, StopReason
-from sequence_ai_core.playback.outcome import RunOutcome
+from sequence_ai_core import Episode, RunOutcome
+from sequence_ai_core.node_api import StopReason
 
 
 @dataclass(frozen=True)
@@ -74,13 +74,20 @@ class Episodes:
         error: BaseException | None = None,
         detail: str = "",
     ) -> tuple[EpisodeEnd, RunOutcome] | None:
-        """Stop the running episode (its one hold included) and record its end; None if
-        that end was recorded already. An episode that stopped itself (a refused offer) is
-        recorded with its own reason and detail."""
+        """Stop the running episode from outside its ticks (an e-stop, a cancel, a failed
+        callback: its one hold included) and record its end (``record``)."""
         episode = self.current
-        if episode is None or episode is self._recorded:
+        if episode is not None and not episode.ended:
+            episode.stop(reason, error=error, detail=detail)
+        return self.record()
+
+    def record(self) -> tuple[EpisodeEnd, RunOutcome] | None:
+        """Record the end of the current episode, as the episode decided it (a tick or
+        ``end``); None if it is still running or its end was recorded already."""
+        episode = self.current
+        if episode is None or not episode.ended or episode is self._recorded:
             return None
-        outcome = episode.stop(reason, error=error, detail=detail) or episode.outcome
+        outcome = episode.outcome
         self._recorded = episode
         end = EpisodeEnd(
             self.number, outcome.reason, episode.actions, outcome.stopped_early, episode.detail

@@ -20,20 +20,19 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sequence_ai_core.playback.engine import PlaybackEngine
-from sequence_ai_core.playback.engine_config import EngineConfig
-from sequence_ai_core.playback.journal import UNRECORDED, Journal
-from sequence_ai_core.policy import Policy
-from sequence_ai_core.recording.config import RecordConfig
-from sequence_ai_core.types import ActionChunk, Observation
+from sequence_ai_core import ActionChunk, EngineConfig, Observation, PlaybackEngine, Policy
+from sequence_ai_core.node_api import (
+    UNRECORDED,
+    FlightRecorder,
+    Journal,
+    RecordConfig,
+    load_rosbags,
+)
 
 from .diagnostics import RecordingStatus
-from .params import ParameterError
-
-if TYPE_CHECKING:
-    from sequence_ai_core.recording.recorder import FlightRecorder
+from .parameters import ParameterError
 
 #: How long cleanup, shutdown and process exit wait, in all, for bags still being finished
 #: (a writer has at most a queue of records and the metadata left to write).
@@ -60,8 +59,6 @@ class EpisodeRecordings:
         episode unrecorded: no rosbags (the core's ``ConfigurationError``, with its install
         hint), or a directory that cannot be made or written (``ParameterError``)."""
         if config is not None:
-            from sequence_ai_core.recording.bag import load_rosbags  # loaded when recording
-
             load_rosbags()
             _check_directory(config.directory)
         self._config = config
@@ -79,8 +76,6 @@ class EpisodeRecordings:
         config = self._config
         if config is None:
             return UNRECORDED
-        from sequence_ai_core.recording.recorder import FlightRecorder  # loaded when recording
-
         try:
             recorder = FlightRecorder(config, model=model, warn=self._warn)
         except Exception as exc:  # a recorder must never keep an episode from running

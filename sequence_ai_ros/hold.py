@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sequence_ai_core.action_spaces import space_named
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.node_api import FloatArray, space_named
 
 from .conversions import Command
 

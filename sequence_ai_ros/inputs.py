@@ -8,16 +8,16 @@ clock (sim time, a camera's own clock), arrival time cannot be ahead of the trut
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sequence_ai_core.frames import RawFrame
-from sequence_ai_core.images import encode_image
-from sequence_ai_core.types import FloatArray, ImageFrame, Observation, Proprioception
+from sequence_ai_core import ImageFrame, Observation, Proprioception, RawFrame, encode_image
+from sequence_ai_core.node_api import FloatArray
 
 from .conversions import InputProblem, JointReading, image_to_rgb, read_joints
-from .params import NodeConfig
+from .parameters import NodeConfig
 
 # Header stamps further than this from the wall clock are not wall-clock times (sim time, or a
 # device clock): then the arrival time stands in for the capture time.
@@ -37,7 +37,33 @@ class RawImage:
     width: int
     encoding: str
     step: int
-    data: bytes
+    data: bytes | memoryview  # the message's own buffer: converted only when a request is due
+
+
+class _JointMessage:
+    """A joint_states message as it came: read when the control thread first asks, so that a
+    reading is made at most once a tick rather than at the sensor's rate."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        positions: Sequence[float],
+        velocities: Sequence[float],
+        config: NodeConfig,
+    ) -> None:
+        self._fields = (names, positions, velocities, config.joint_names, config.gripper_joint)
+
+    @functools.cached_property
+    def reading(self) -> JointReading | InputProblem:
+        try:
+            return read_joints(*self._fields)
+        except InputProblem as exc:
+            return exc
+
+
+def _reading(received: _Received | None) -> JointReading | InputProblem | None:
+    payload = received.payload if received is not None else None
+    return payload.reading if isinstance(payload, _JointMessage) else None
 
 
 class InputStore:
@@ -70,25 +96,22 @@ class InputStore:
         velocities: Sequence[float],
         stamp_s: float | None = None,
     ) -> None:
-        reading: JointReading | InputProblem
-        try:
-            reading = read_joints(
-                names, positions, velocities, self._config.joint_names, self._config.gripper_joint
-            )
-        except InputProblem as exc:
-            reading = exc
-        self._joints = self._received(reading, stamp_s)
+        self._joints = self._received(
+            _JointMessage(names, positions, velocities, self._config), stamp_s
+        )
 
     def on_image(self, view: str, image: RawImage | bytes, stamp_s: float | None = None) -> None:
         self._images[view] = self._received(image, stamp_s)
 
     def arm_problem(self, max_age_s: float | None = None) -> str | None:
         """Why there is no usable arm reading (none, unusable, or older than ``max_age_s``)."""
-        if self._joints is None:
+        joints = self._joints
+        if joints is None:
             return "no joint_states received yet"
-        if not isinstance(self._joints.payload, JointReading):
-            return str(self._joints.payload)
-        age = self._monotonic() - self._joints.arrived
+        reading = _reading(joints)
+        if not isinstance(reading, JointReading):
+            return str(reading)
+        age = self._monotonic() - joints.arrived
         if max_age_s is not None and age > max_age_s:
             return f"joint_states is {age:.2f} s old (max_observation_age_s={max_age_s:g})"
         return None
@@ -104,7 +127,7 @@ class InputStore:
     def measured_arm(self, max_age_s: float | None = None) -> FloatArray | None:
         """Latest arm joint positions, or None if there is none as fresh as ``max_age_s``.
         Targets built on a frozen reading (a stalled driver) would pull the arm back."""
-        reading = self._joints.payload if self._joints is not None else None
+        reading = _reading(self._joints)
         if self.arm_problem(max_age_s) is not None or not isinstance(reading, JointReading):
             return None
         # Typed here: numpy >= 2.4 types .copy() as typing.Self, Any to mypy at Python 3.10.
@@ -152,7 +175,7 @@ class InputStore:
         """An observation from fresh inputs, or None with ``problem`` naming the input."""
         now = self._monotonic()
         try:
-            joints = self._fresh("joint_states", self._joints, now).payload
+            joints = _reading(self._fresh("joint_states", self._joints, now))
             if not isinstance(joints, JointReading):  # the reading was unusable
                 raise joints if isinstance(joints, InputProblem) else InputProblem(str(joints))
             frames = tuple(self._frame(c.view, c.topic, now) for c in self._config.cameras)

@@ -32,7 +32,8 @@ from .command_sink import Publishers
 from .inputs import InputStore, RawImage
 from .messages import MESSAGE_TYPES
 from .outputs import OutputType
-from .params import NodeConfig
+from .parameters import NodeConfig
+from .sensor_inputs import SensorInputs
 
 
 class EpisodeController(Protocol):
@@ -49,8 +50,17 @@ class EpisodeController(Protocol):
     def on_estop(self, engaged: bool) -> None: ...
 
 
-def _seconds(stamp: Any) -> float:
+def _stamp_s(stamp: Any) -> float:
     return float(stamp.sec) + float(stamp.nanosec) * 1e-9
+
+
+def _pixels(data: Any) -> bytes | memoryview:
+    """An Image's data without a copy (rclpy gives an ``array.array``): the store keeps the
+    latest frame, and only a request converts one."""
+    try:
+        return memoryview(data)
+    except TypeError:  # a list of ints
+        return bytes(data)
 
 
 class NodeInterfaces:
@@ -76,14 +86,7 @@ class NodeInterfaces:
             self._pub(msg_type, config.gripper_topic, reliable) if config.gripper_topic else None
         )
         chunk = self._pub(JointTrajectory, "~/chunk", reliable)
-        sensor = qos_profile_sensor_data
-        self._sub(JointState, "joint_states", self._on_joint_state, sensor)
-        for camera in config.cameras:
-            view, topic = camera.view, camera.topic
-            if camera.compressed:
-                self._sub(CompressedImage, topic, partial(self._on_compressed, view), sensor)
-            else:
-                self._sub(Image, topic, partial(self._on_image, view), sensor)
+        self._create_sensor_inputs()
         self._create_latched_inputs()
         start = node.create_service(Trigger, "~/start_episode", self._on_start)
         stop = node.create_service(Trigger, "~/stop", self._on_stop)
@@ -92,6 +95,21 @@ class NodeInterfaces:
             self.hold_client = node.create_client(Trigger, config.hold_service)
             self._entities.append((node.destroy_client, self.hold_client))
         return Publishers(action=action, gripper=gripper, chunk=chunk)
+
+    def _create_sensor_inputs(self) -> None:
+        """Cameras and joint_states, off the control executor (sensor_inputs.py)."""
+        sensors = SensorInputs(self.node, self.log_error)
+        self._entities.append((SensorInputs.destroy, sensors))
+        sensor = qos_profile_sensor_data
+        sensors.subscribe(JointState, "joint_states", self._on_joint_state, sensor)
+        for camera in self.config.cameras:
+            view, topic = camera.view, camera.topic
+            if camera.compressed:
+                sensors.subscribe(
+                    CompressedImage, topic, partial(self._on_compressed, view), sensor
+                )
+            else:
+                sensors.subscribe(Image, topic, partial(self._on_image, view), sensor)
 
     def _create_latched_inputs(self) -> None:
         """Each of instruction and estop three times: latched (state on join), reliable +
@@ -136,9 +154,13 @@ class NodeInterfaces:
     def _covered(self, latched: bool) -> Any:
         """rclpy's default handler warns "offering incompatible QoS. No messages will be
         received from it" when a volatile publisher meets the latched subscription, which an
-        operator reads as a broken e-stop; the twin subscription does receive it. Say so once."""
+        operator reads as a broken e-stop; the twin subscription does receive it. Say so once.
+        The twins get no handlers."""
         if not latched:
-            return None
+            # The twins match any publisher the latched one does not, and the latched one's
+            # default handlers report a wrong type on the topic; each handler is one more
+            # entity the control executor rebuilds its wait set from on every wake.
+            return SubscriptionEventCallbacks(use_default_callbacks=False)
         said: list[bool] = []
 
         def covered(event: Any) -> None:
@@ -160,14 +182,14 @@ class NodeInterfaces:
     # ------------------------------------------------------------------ callbacks
 
     def _on_joint_state(self, msg: Any) -> None:
-        self.inputs.on_joint_state(msg.name, msg.position, msg.velocity, _seconds(msg.header.stamp))
+        self.inputs.on_joint_state(msg.name, msg.position, msg.velocity, _stamp_s(msg.header.stamp))
 
     def _on_image(self, view: str, msg: Any) -> None:
-        raw = RawImage(msg.height, msg.width, msg.encoding, msg.step, bytes(msg.data))
-        self.inputs.on_image(view, raw, _seconds(msg.header.stamp))
+        raw = RawImage(msg.height, msg.width, msg.encoding, msg.step, _pixels(msg.data))
+        self.inputs.on_image(view, raw, _stamp_s(msg.header.stamp))
 
     def _on_compressed(self, view: str, msg: Any) -> None:
-        self.inputs.on_image(view, bytes(msg.data), _seconds(msg.header.stamp))
+        self.inputs.on_image(view, bytes(msg.data), _stamp_s(msg.header.stamp))
 
     def _on_instruction(self, msg: Any) -> None:
         self.inputs.instruction = msg.data

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sequence_ai_core.types import Model
+from sequence_ai_core import Model
 
 from . import outputs
 from .command_sink import CommandSink, gripper_joint_names
@@ -14,7 +14,7 @@ from .control import Control
 from .inputs import InputStore
 from .interfaces import EpisodeController, NodeInterfaces
 from .messages import MESSAGE_TYPES
-from .params import NodeConfig
+from .parameters import NodeConfig
 
 
 class NodeIO:

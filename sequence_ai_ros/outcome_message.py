@@ -11,8 +11,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sequence_ai_core.playback.outcome import RunOutcome
-from sequence_ai_core.redaction import redact
+from sequence_ai_core import RunOutcome
+from sequence_ai_core.node_api import redact
 
 #: The figures copied as they are from the core ``RunOutcome`` (the message's other fields
 #: are the episode's identity, its texts and its stamp).

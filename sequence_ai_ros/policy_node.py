@@ -22,18 +22,14 @@ from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import ok, try_shutdown
 
-from sequence_ai_core.credentials import resolve_api_key
-from sequence_ai_core.errors import SequencesError
-from sequence_ai_core.playback.engine import PlaybackEngine
-from sequence_ai_core.playback.episode import Episode, StopReason
-from sequence_ai_core.playback.outcome import RunOutcome
-from sequence_ai_core.policy import Policy, connect
+from sequence_ai_core import Episode, PlaybackEngine, Policy, RunOutcome, SequencesError, connect
+from sequence_ai_core.node_api import StopReason, resolve_api_key
 from sequence_ai_ros.msg import RunOutcome as RunOutcomeMsg
 
-from . import diagnostics, params, rclpy_guards
+from . import diagnostics, parameters, rclpy_guards
 from .chunk_validator import ChunkValidator
 from .control import NO_RATE_POLL_S
-from .episode import Episodes
+from .episode import EpisodeEnd, Episodes
 from .episode_action import EpisodeAction
 from .episode_recording import EpisodeRecordings
 from .health_publisher import HealthPublisher
@@ -54,10 +50,10 @@ _AFTER |= dict.fromkeys(("cleanup", "shutdown", "error recovery"), "unconfigured
 class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy has types, Humble's not
     def __init__(self, node_name: str = "sequence_ai", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        self._wrong_types = rclpy_guards.declare_parameters(self, params.PARAMETERS)
-        for name, wrong in self._wrong_types.items():
+        self._refused_overrides = rclpy_guards.declare_parameters(self, parameters.PARAMETERS)
+        for name, refused in self._refused_overrides.items():
             self.get_logger().error(
-                f"parameter '{name}': {wrong.problem}; configure refuses until it is set right"
+                f"parameter '{name}': {refused.problem}; configure refuses until it is set right"
             )
         rclpy_guards.refuse_unregistered_transitions(self, self.get_logger().warning)
         self.episodes = Episodes()
@@ -75,7 +71,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self.episode_action = EpisodeAction(self, self)
 
     def _clear(self) -> None:
-        self.config: params.NodeConfig | None = None
+        self.config: parameters.NodeConfig | None = None
         self.io: NodeIO | None = None
         self._policy: Policy | None = None
         self.engine: PlaybackEngine | None = None
@@ -96,7 +92,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
                 return TransitionCallbackReturn.FAILURE
             self._lifecycle = _AFTER[name]
             return TransitionCallbackReturn.SUCCESS
-        except params.ParameterError as exc:
+        except parameters.ParameterError as exc:
             # may quote the catalogue (camera views), which came back to a request with the key
             self._configure_problem = f"{name} failed: {self._redact(exc)}"
             self.get_logger().error(self._configure_problem)
@@ -160,22 +156,24 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         # rclpy 3.3 keeps parameter overrides (launch, YAML, CLI) in `_parameter_overrides`,
         # the only place an undeclared `api_key:=...` would be visible before it is used.
         override_names = list(getattr(self, "_parameter_overrides", {}) or {})
-        for name in params.secret_parameter_names(override_names):
-            raise params.ParameterError(
+        for name in parameters.secret_parameter_names(override_names):
+            raise parameters.ParameterError(
                 name,
                 "looks like a credential; the key must come from $SEQUENCES_API_KEY or the "
                 "credentials file, never a ROS parameter (parameters are dumped and recorded)",
             )
-        values = {spec.name: self.get_parameter_or(spec.name).value for spec in params.PARAMETERS}
-        for name, wrong in list(self._wrong_types.items()):
-            if values[name] != wrong.declared:  # set since (ros2 param set): the override is gone
-                del self._wrong_types[name]
+        values = {
+            spec.name: self.get_parameter_or(spec.name).value for spec in parameters.PARAMETERS
+        }
+        for name, refused in list(self._refused_overrides.items()):
+            if values[name] != refused.declared:  # set since (ros2 param set): the override is gone
+                del self._refused_overrides[name]
             else:
-                raise params.ParameterError(name, wrong.problem)
+                raise parameters.ParameterError(name, refused.problem)
         return values
 
     def _configure(self) -> bool:
-        config = params.parse(self._parameter_values())
+        config = parameters.parse(self._parameter_values())
         self.recordings.configure(config.record)  # before any I/O: no rosbags, no configure
         if config.profile is not None:  # an openpi server: never the gateway's key
             self._secret = os.environ.get(OPENPI_KEY_ENV) or None
@@ -186,9 +184,9 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
                     "no API key in $SEQUENCES_API_KEY or the credentials file; "
                     "requests go without one"
                 )
-        self._policy = connect(api_key=self._secret, **params.connect_arguments(config))
+        self._policy = connect(api_key=self._secret, **parameters.connect_arguments(config))
         model = self._policy.describe()
-        params.check_against_model(
+        parameters.check_against_model(
             config,
             model.action_dim,
             model.camera_views,
@@ -289,7 +287,11 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
     ) -> bool:
         """End the running episode (``raised:<Class>`` of ``error`` when ``reason`` is None):
         the episode's one hold, its outcome. False if none was running."""
-        ended = self.episodes.end(reason, error=error, detail=detail)
+        return self._episode_ended(self.episodes.end(reason, error=error, detail=detail))
+
+    def _episode_ended(self, ended: tuple[EpisodeEnd, RunOutcome] | None) -> bool:
+        """Publish and log the end the episode decided, and let go of its engine; False if
+        there was none to record."""
         if ended is None:
             return False
         end, self._last_outcome = ended
@@ -309,7 +311,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             self.engine = None
             if self._policy is not None:
                 self._policy.cancel_requests()
-        self._last_error = error
+        self._last_error = self._last_outcome.error
         text = self._redact(
             f"episode {end.number} ended: {end.reason}{f' ({end.detail})' if end.detail else ''}; "
             f"{self._last_outcome!r}"
@@ -379,8 +381,8 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             self.get_logger().error(self._redact(step.trace))
         if abs(step.period_s - self.timer_period) > 1e-6:  # the timer keeps whole nanoseconds
             self._set_timer(step.period_s)  # the first chunk told the rate, or it differs a little
-        if step.ends:
-            self.stop_episode(step.reason, detail=step.detail, error=step.error)
+        if step.ends:  # the episode ended itself at this tick
+            self._episode_ended(self.episodes.record())
         else:
             self.episode_action.feedback(engine.phase, engine.snapshot, episode.actions)
 

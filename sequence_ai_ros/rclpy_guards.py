@@ -4,7 +4,9 @@
   ``InvalidParameterTypeException`` from ``declare_parameter`` in the constructor. An integer
   for a double (or an integer list for a double list) is what YAML and ``-p`` give for a whole
   number, so it is taken as the double it means; any other mismatch is declared with its
-  default and reported, and configure refuses until the parameter is set right.
+  default and reported, and configure refuses until the parameter is set right. So is an
+  override outside the range the descriptor declares (rclpy raises
+  ``InvalidParameterValueException``), in the words of the parameter's rule.
 - ``ChangeState`` for a transition the current state does not have (``activate`` while
   unconfigured) raises ``RCLError`` out of the lifecycle service callback and so out of
   ``spin_once`` (fixed upstream only in Kilted); the service answers ``success=False`` instead.
@@ -17,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifecycle_msgs.srv import ChangeState
-from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.exceptions import InvalidParameterTypeException
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.parameter import Parameter
 
-from .declarations import ParamSpec
+from . import parameters
 
 _TYPES = {
     "bool": Parameter.Type.BOOL,
@@ -35,7 +37,7 @@ _TYPES = {
 
 
 @dataclass(frozen=True)
-class WrongType:
+class RefusedOverride:
     """An override that could not be taken; stands until the parameter is set to another value."""
 
     problem: str
@@ -51,33 +53,56 @@ def _as_double(kind: str, override: Any) -> Any:
     return None
 
 
-def declare_parameters(node: Any, specs: Sequence[ParamSpec]) -> dict[str, WrongType]:
-    """Declare every parameter of ``specs``; the overrides that had the wrong type, by name."""
+def _descriptor(declared: parameters.Parameter) -> ParameterDescriptor:
+    """The declaration's descriptor as the message (a new one per call: rclpy writes the
+    type into the one it is given)."""
+    made = parameters.descriptor(declared)
+    message = ParameterDescriptor(
+        description=made.description, additional_constraints=made.additional_constraints
+    )
+    if made.integer_range is not None:
+        first, last = made.integer_range
+        message.integer_range = [IntegerRange(from_value=first, to_value=last, step=0)]
+    if made.floating_point_range is not None:
+        low, high = made.floating_point_range
+        message.floating_point_range = [FloatingPointRange(from_value=low, to_value=high, step=0.0)]
+    return message
+
+
+def _refused(declared: parameters.Parameter, override: Any, meant: Any) -> str:
+    """Why an override could not be declared: outside the rule's range, or of the wrong type."""
+    kind = declared.kind
+    if meant is not None or override.type_ == _TYPES[kind]:
+        value = meant if meant is not None else override.value
+        return declared.problem(declared.value(value)) or f"refused: {value!r}"
+    given = override.type_.name.lower()
+    return f"expects {kind.replace('_', ' ')}, got {given} {override.value!r}"
+
+
+def declare_parameters(
+    node: Any, declared: Sequence[parameters.Parameter]
+) -> dict[str, RefusedOverride]:
+    """Declare every parameter; the overrides that could not be taken (wrong type, or out of
+    the declared range), by name."""
     # rclpy 3.3 and 7.1 keep the overrides (launch, YAML, -p) in `_parameter_overrides`.
     overrides = getattr(node, "_parameter_overrides", {}) or {}
-    wrong: dict[str, WrongType] = {}
-    for spec in specs:
-        descriptor = ParameterDescriptor(
-            description=spec.description, additional_constraints=spec.constraints
-        )
-        value = _TYPES[spec.kind] if spec.default is None else spec.default
+    refused: dict[str, RefusedOverride] = {}
+    for each in declared:
+        value = _TYPES[each.kind] if each.default is None else each.default
         try:
-            node.declare_parameter(spec.name, value, descriptor)
+            node.declare_parameter(each.name, value, _descriptor(each))
             continue
-        except InvalidParameterTypeException:
+        except (InvalidParameterTypeException, InvalidParameterValueException):
             pass
-        override = overrides[spec.name]
-        declared = node.declare_parameter(spec.name, value, descriptor, ignore_override=True)
-        meant = _as_double(spec.kind, override)
+        override = overrides[each.name]
+        taken = node.declare_parameter(each.name, value, _descriptor(each), ignore_override=True)
+        meant = _as_double(each.kind, override)
         if meant is not None:
-            node.set_parameters([Parameter(spec.name, _TYPES[spec.kind], meant)])
-            continue
-        given = override.type_.name.lower()
-        wrong[spec.name] = WrongType(
-            f"expects {spec.kind.replace('_', ' ')}, got {given} {override.value!r}",
-            declared.value,
-        )
-    return wrong
+            result = node.set_parameters([Parameter(each.name, _TYPES[each.kind], meant)])[0]
+            if result.successful:
+                continue
+        refused[each.name] = RefusedOverride(_refused(each, override, meant), taken.value)
+    return refused
 
 
 def refuse_unregistered_transitions(node: Any, log: Callable[[str], None]) -> None:

@@ -20,12 +20,11 @@ from typing import cast
 
 import numpy as np
 
-from sequence_ai_core.action_spaces import find_space
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.node_api import FloatArray, find_space
 
 from .conversions import Command
 from .inputs import InputStore
-from .params import NodeConfig, ParameterError
+from .parameters import NodeConfig, ParameterError
 
 Validator = Callable[[FloatArray], bool]
 

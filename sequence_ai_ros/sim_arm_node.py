@@ -26,8 +26,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.utilities import try_shutdown
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
-from sequence_ai_core.action_spaces import kind_of
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.node_api import FloatArray, kind_of
 from sequence_ai_ros import outputs
 from sequence_ai_ros.messages import MESSAGE_TYPES
 from sequence_ai_sim import SimulatedArm

@@ -3,10 +3,8 @@
 joint_trajectory_controller replaces its trajectory on every message and, by default, starts
 each new one from the *measured* state, so one point per tick drags a lagging arm back every
 period (ros2_controllers #584). Sending the steps still planned as one trajectory, re-sent
-when a new chunk starts, lets the controller play them at its own rate. Measured
-(``bench/controllers.py``, pi05-droid, 30 ms servo lag, default Humble controller): one
-point per tick made 421 commanded-position jumps over 5 mrad per 2 ms cycle in 437 ticks,
-these trajectories none.
+when a new chunk starts, lets the controller play them at its own rate, without the jumps
+(docs/performance.md, "Controllers").
 
 Timing matches the one-point-per-tick output: the target of the step due at ``t`` is
 reached at ``t + period``, so point j of the remaining steps is at ``(j + 1) * period``
@@ -26,8 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sequence_ai_core.action_spaces import find_space
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.node_api import FloatArray, find_space
 
 #: ``trajectory_mode`` values: the rest of the chunk per message, or one point per tick.
 TRAJECTORY_MODES = ("chunk", "point")

@@ -87,11 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--error-shape",
         choices=ERROR_SHAPES,
-        default="newer",
-        help='error bodies in the newer shape ({"detail", "code", "retry_after_s", ...}) or '
-        "the older one the gateway sent when sequence-ai 0.1.0 was released "
-        '({"detail": {"status": "warming_up", "retry_after_s", ...}} for a cold worker), '
-        "for code written for that client (default newer)",
+        default="both",
+        help='error bodies: both (default) is the newer shape ({"detail", "code", '
+        '"retry_after_s", ...}) with a cold worker\'s detail as the older object, so the '
+        "sequence-ai 0.1.0 client and this one both see it warming; newer is that shape "
+        "alone (detail is text); older is the shape the gateway sent when 0.1.0 was released "
+        '({"detail": {"status": "warming_up", "retry_after_s", ...}} for a cold worker, text '
+        "otherwise)",
     )
     parser.add_argument(
         "--connect-delay",
@@ -182,7 +184,7 @@ def banner(sim: GatewaySimulator, args: argparse.Namespace) -> list[str]:
     else:
         key = f'"${KEY_ENV}"'
     latency = f"{args.latency:g} s median" if args.latency > 0 else "none"
-    shape = ", older error bodies (as for sequence-ai 0.1.0)" if sim.error_shape == "older" else ""
+    shape = "" if sim.error_shape == "both" else f", {sim.error_shape} error bodies only"
     lines = [
         f"gateway simulator on {sim.url} (auth {'off' if args.no_auth else 'on'}, "
         f"model latency {latency}, cold start {args.cold_start:g} s{shape})",

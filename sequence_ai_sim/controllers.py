@@ -74,7 +74,7 @@ def jazzy_defaults(
     )
 
 
-def _seconds(ns: int) -> float:
+def _ns_as_s(ns: int) -> float:
     return ns * 1e-9
 
 
@@ -99,7 +99,7 @@ def _points_problem(msg: Trajectory) -> str | None:
         if i > 0 and point.time_from_start_ns <= previous:
             return (
                 f"Time between points {i - 1} and {i} is not strictly increasing, it is "
-                f"{_seconds(previous):f} and {_seconds(point.time_from_start_ns):f} respectively"
+                f"{_ns_as_s(previous):f} and {_ns_as_s(point.time_from_start_ns):f} respectively"
             )
         previous = point.time_from_start_ns
         problem = (
@@ -124,8 +124,8 @@ def _stamp_problem(msg: Trajectory, now_s: float) -> str | None:
     (older 2.x releases summed every point's time_from_start, which only accepts more)."""
     if msg.stamp_ns == 0:
         return None
-    start = _seconds(msg.stamp_ns)
-    end = start + (_seconds(msg.points[-1].time_from_start_ns) if msg.points else 0.0)
+    start = _ns_as_s(msg.stamp_ns)
+    end = start + (_ns_as_s(msg.points[-1].time_from_start_ns) if msg.points else 0.0)
     if end < now_s:
         return (
             f"Received trajectory with non-zero start time ({start:f}) "

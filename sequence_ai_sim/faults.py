@@ -49,8 +49,8 @@ class Fault:
 
     @classmethod
     def warming(cls, retry_after_s: float = 118.0) -> Fault:
-        """503 ``warming`` in the newer shape with ``retry_after_s`` and a Retry-After header,
-        as a cold worker answers (the simulator fills in the request id)."""
+        """503 ``warming`` in the simulator's error shape with ``retry_after_s`` and a
+        Retry-After header, as a cold worker answers (the simulator fills in the request id)."""
         return cls("warming", status_code=503, seconds=retry_after_s)
 
     @classmethod

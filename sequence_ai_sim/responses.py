@@ -1,5 +1,5 @@
-"""Bodies the simulated gateway sends: errors (newer shape), catalogue, action chunks; and the
-request checks behind 422. Pure functions, no I/O."""
+"""Bodies the simulated gateway sends: errors (in the shape asked for), catalogue, action
+chunks; and the request checks behind 422. Pure functions, no I/O."""
 
 from __future__ import annotations
 
@@ -77,7 +77,10 @@ def error_body(
     return body
 
 
-ERROR_SHAPES = ("newer", "older")
+#: The error body shapes the simulator can answer in: ``both`` (the default) is the newer
+#: shape whose cold-worker ``detail`` is the older object, so the 0.1.0 client, which reads
+#: only that object, and this client, which prefers the newer fields, each see warming.
+ERROR_SHAPES = ("both", "newer", "older")
 
 
 def older_error_body(
@@ -96,6 +99,20 @@ def older_error_body(
             }
         }
     return {"detail": detail}
+
+
+def shaped_error_body(
+    shape: str, status: int, detail: str, *, request_id: str, code: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """An error body in one of ``ERROR_SHAPES``. In ``both``, only a cold worker's body
+    differs from the newer one: any other error's text ``detail`` reads alike to both
+    clients."""
+    if shape == "older":
+        return older_error_body(status, detail, code=code, **extra)
+    body = error_body(status, detail, request_id=request_id, code=code, **extra)
+    if shape == "both":
+        body["detail"] = older_error_body(status, detail, code=code, **extra)["detail"]
+    return body
 
 
 def models_body(models: Mapping[str, SimModel], endpoint: str | None) -> dict[str, Any]:

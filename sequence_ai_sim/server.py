@@ -6,7 +6,9 @@ those threads, so a test leaves no sockets or threads behind. Everything the con
 share is one ``state.SimState`` under one lock (the latency model is described there).
 
 Cold start: ``POST /v1/act`` answers 503 ``warming`` (body ``retry_after_s`` plus a
-``Retry-After`` header, whole seconds rounded up) until ``cold_start_s`` after ``start()``.
+``Retry-After`` header, whole seconds rounded up) until ``cold_start_s`` after ``start()``;
+in the default error shape its ``detail`` is the older ``{"status": "warming_up", ...}``
+object, so code written for the 0.1.0 client waits it out too.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class GatewaySimulator:
         models: Sequence[SimModel] | None = None,
         action_noise: float = 0.0,
         state_conditioned: bool = False,
-        error_shape: str = "newer",
+        error_shape: str = "both",
         disagreement: str | Disagreement = "none",
         disagreement_seed: int = 0,
     ) -> None:
@@ -124,8 +126,10 @@ class GatewaySimulator:
 
     @property
     def error_shape(self) -> str:
-        """``"older"``: error bodies as the gateway sent them when the 0.1.0 client was
-        released (``{"detail": {"status": "warming_up", ...}}``); see ``older_error_body``."""
+        """One of ``responses.ERROR_SHAPES``: ``"both"`` (default) reads alike to the 0.1.0
+        client and this one; ``"newer"`` and ``"older"`` are each shape alone, ``"older"`` as
+        the gateway sent it when 0.1.0 was released (``{"detail": {"status": "warming_up",
+        ...}}`` for a cold worker)."""
         return self.settings.error_shape
 
     @property

@@ -11,7 +11,8 @@ Latency model: each act request holds one of ``workers`` model slots (requests b
 queue) for ``latency_s * exp(jitter * Z)``, Z standard normal, i.e. lognormal with median
 ``latency_s`` and log-sigma ``jitter``: p95 = median * e^(1.645 jitter), p99 = median *
 e^(2.326 jitter), so jitter 0.3 gives p99 ~ 2.0 x median (the right skew the real gateway
-shows). ``ms_per_kb`` adds time per kB of request body (~16 ms/kB measured on the gateway).
+shows). ``ms_per_kb`` adds time per kB of request body, as the real gateway does
+(docs/performance.md, "Payload").
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class SimSettings:
     ms_per_kb: float = 0.0
     action_noise: float = 0.0
     state_conditioned: bool = False
-    error_shape: str = "newer"
+    error_shape: str = "both"
     disagreement: Disagreement = field(default_factory=Disagreement)
     disagreement_seed: int = 0
 

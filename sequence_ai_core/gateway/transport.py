@@ -1,8 +1,8 @@
 """HTTP to the gateway: one kept-alive connection pool, typed errors, never an httpx exception.
 
-Connection setup costs ~185 ms of TCP+TLS handshake per call on the real gateway (60 % of a
-bare request), so a ``Transport`` keeps its connections alive and is shared by every request
-of one Policy, including the engine's concurrent refills.
+A new connection's TCP and TLS handshake is most of a bare request to the real gateway
+(docs/performance.md, "Connections"), so a ``Transport`` keeps its connections alive and is
+shared by every request of one Policy, including the engine's concurrent refills.
 
 Each request has an absolute deadline (``timeout_s`` from its start): no socket operation
 may outlast it (``netguard``), so nothing a server does keeps a worker, ``close()`` or the
@@ -29,19 +29,12 @@ import httpx
 
 from .._version import __version__
 from ..endpoints import GATEWAY, checked_url, is_loopback
-from ..errors import (
-    InvalidResponse,
-    SequencesError,
-    Unavailable,
-    deadline_passed,
-    error_from_response,
-    handle_closed,
-    request_cancelled,
-    untrusted_certificate,
-)
+from ..errors import InvalidResponse, SequencesError, Unavailable
 from ..redaction import LOG_REDACTION, redact
 from .bodies import BodyRefused, declared_length, decoded, parse_json, read_capped
 from .connections import VerifyArg, build_pool, checked_timeout, ssl_context_for
+from .error_map import error_for_answer
+from .failures import deadline_passed, handle_closed, request_cancelled, untrusted_certificate
 from .netguard import GuardedTransport, Scope
 
 __all__ = ["DEFAULT_BASE_URL", "Transport", "VerifyArg", "resolve_base_url", "ssl_context_for"]
@@ -242,7 +235,7 @@ class Transport:
         latency = time.monotonic() - started
         log.debug("%s %s -> %d in %.3fs [%s]", method, path, status, latency, request_id)
         if not 200 <= status < 300:
-            raise self._typed_error(status, headers, raw, request_id)
+            raise error_for_answer(status, headers, raw, request_id, self._secret)
         return self._decode_success(status, headers, raw, request_id), request_id, latency
 
     def _quotes_secret(self, exc: BaseException) -> bool:
@@ -369,30 +362,3 @@ class Transport:
         if problem == "is not JSON":
             error.body = redact(text, self._secret)[:500]
         raise error
-
-    def _typed_error(
-        self, status: int, headers: httpx.Headers, raw: bytes | BodyRefused, request_id: str
-    ) -> SequencesError:
-        """The typed error for a non-2xx answer: its meaning read from the body as sent,
-        its texts (message, hint, the body kept on it) redacted (``error_from_response``)."""
-        body: Any = None
-        if not isinstance(raw, BodyRefused):
-            try:
-                data = decoded(raw, headers.get("content-encoding"))
-                text = data.decode("utf-8", errors="replace")
-            except BodyRefused:
-                text = ""
-            try:
-                body = parse_json(text) if text else None
-            except (ValueError, RecursionError, BodyRefused):
-                body = text  # quoted on the error only redacted, then cut
-        secret = self._secret
-        try:
-            return error_from_response(
-                status, body, headers=headers, request_id=request_id, secret=secret
-            )
-        except Exception:  # a hostile error body must still end as a typed error
-            log.warning("unreadable error body for HTTP %d [%s]", status, request_id)
-            return error_from_response(
-                status, None, headers=headers, request_id=request_id, secret=secret
-            )

@@ -10,13 +10,10 @@ from dataclasses import dataclass
 import websockets.exceptions
 from websockets.frames import CloseCode
 
-from ..errors import (
-    ConfigurationError,
-    InvalidResponse,
-    SequencesError,
-    Unavailable,
+from ..errors import ConfigurationError, InvalidResponse, SequencesError, Unavailable
+from ..gateway.error_map import error_from_response
+from ..gateway.failures import (
     deadline_passed,
-    error_from_response,
     handle_closed,
     request_cancelled,
     untrusted_certificate,

@@ -96,12 +96,8 @@ class Steering:
     at most ``rate``) toward the largest correction that still stops in time,
     |e| = sqrt(2 rate |sum|); a dimension that can finish takes the exact last step, so the
     sum ends at zero. One step per tick (``next``), so a seam costs no loop on the control
-    thread: computed ahead, a long one (139 steps on lingbot-vla-v2-6b) took 2.4 ms there.
-
-    Measured against paying back only after the offset decayed: with a chunk's offset about
-    5x its largest step at 1.5x allowed, every decay was cut short by the next seam before
-    its payback began, and the arm drifted 0.3-0.7 rad off the played plan in 30 s; steered,
-    it stays within the "off plan" figures of bench/results/seams.md."""
+    thread. Paying back only after the offset decayed would drift: the next seam cuts every
+    decay short before its payback begins (docs/performance.md, "Behind the engine's constants")."""
 
     def __init__(self, offset: FloatArray, rate: float, gain: float = 1.0) -> None:
         self.value = offset.astype(np.float64)

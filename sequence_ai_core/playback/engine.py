@@ -1,19 +1,17 @@
 """The playback engine: keeps a time-indexed plan of action chunks full while the arm moves.
 
 One engine, two drivers: ``Policy.run()`` (``runner.run_policy``) and the ROS node's timer
-both call ``tick(now, observe)`` once per control period, through one ``episode.Episode``
-that counts what went out (``commit``) and holds on every stop. ``tick`` never sleeps;
-HTTP runs on a few worker threads (``source.fetch``), while ``observe`` and everything
-handed to the caller stay on the caller's thread.
+both call ``tick(now, observe)`` once per control period and hand the ``tick.Tick`` it
+returns, sent or refused, to one ``episode.Episode`` (``Episode.settle``), which journals
+it, counts it (``commit``) and holds on every stop. ``tick`` never sleeps; HTTP runs on a
+few worker threads (``source.fetch``), while ``observe`` and everything handed to the
+caller stay on the caller's thread.
 
 The plan (``plan.ChunkPlan``): step *i* of a chunk is due at ``anchor + i/hz`` and a tick
-plays the step due now, so late or missed ticks never shift it. Refills (``timing``, which
-also derives the lag): the next request starts when the plan, including what the requests
-in flight will cover, ends sooner than one lead from now. Before the first refill lands,
-one request is outstanding (or, given the catalogue's chunk length, two staggered). Each
-request starts at its own tick with its own observation; its body (images included) is
-built and its answer copied and checked on the worker. While the gateway queues, at most
-one is outstanding (``load``).
+plays the step due now, so late or missed ticks never shift it. Refills start when
+``schedule.RefillSchedule`` says (``timing`` derives the lead and the lag). Each request
+starts at its own tick with its own observation; its body (images included) is built and
+its answer copied and checked on the worker (``ready``).
 
 The engine's phase is its own: ``waiting`` (nothing played yet) → ``playing`` ↔
 ``underrun`` → ``failed`` (a typed error ended it) or ``closed``. The statistics only record.
@@ -27,28 +25,33 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import CancelledError, Executor
+from concurrent.futures import Executor
 from dataclasses import replace
 from typing import Literal
 
 import numpy as np
 
-from ..errors import InvalidRequest, InvalidResponse, SequencesError
+from ..errors import InvalidResponse, SequencesError
 from ..types import ActionChunk, FloatArray, Observation, Prediction
-from .chunk_gate import ChunkCheck, raise_checks_own
-from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig, Tick
+from .arrivals import Arrivals
+from .chunk_gate import ChunkCheck
+from .engine_config import DEFAULT_MAX_IN_FLIGHT, FRESHNESS, EngineConfig
 from .handover import Blender
-from .inflight import InFlight, Request
+from .inflight import InFlight
 from .journal import UNRECORDED, Journal
 from .load import LoadMonitor
 from .outcome import RunOutcome
-from .plan import SKIPPING_SPACES, ChunkPlan, PlannedStep, Prepared
+from .plan import ChunkPlan, PlannedStep
 from .prefix import planned_prefix
 from .retries import RetryPolicy
+from .schedule import RefillSchedule
 from .source import ChunkSource
-from .stats import Handed, PlaybackStats
-from .timing import RefillTiming, startup_refill_due
+from .stats import ActionRecord, PlaybackStats
+from .tick import Tick
+from .timing import RefillTiming
 
+#: ``Tick.new_chunk`` of a tick that continues the chunk playing.
+CONTINUES = False
 #: See the module docs; ``snapshot()["state"]`` reports it.
 Phase = Literal["waiting", "playing", "underrun", "failed", "closed"]
 
@@ -62,8 +65,8 @@ class PlaybackEngine:
     holds it). An open engine is its source's driver (``source.DriverGuard``): constructing
     one while another driver holds the source raises ``SequencesError``; ``close()`` lets go.
     ``executor`` runs the requests (default: ``max_in_flight`` worker threads, created on
-    the first request); one given is the caller's to shut down. A driver calls ``commit()``
-    for each action it sent (``episode.Episode`` does). ``validate_chunk(chunk, observation)``
+    the first request); one given is the caller's to shut down. Each action that went out is
+    counted by ``commit()`` (``Episode.settle`` calls it). ``validate_chunk(chunk, observation)``
     checks each whole chunk on the worker before any step of it plays (``chunk_gate``).
     """
 
@@ -84,16 +87,12 @@ class PlaybackEngine:
         self._source = source
         self.config = settings
         self._clock = clock
-        self._on_chunk = on_chunk
         self._on_underrun = on_underrun
         #: Told what happens (``journal.Journal``): a flight recorder, or nobody.
         self.journal = journal if journal is not None else UNRECORDED
-        self.action_space: str | None = None
-        self.action_dim: int | None = None
-        #: The period drivers pace by (``EngineConfig.period_s``, then the chunks'), or None.
-        self.period_s: float | None = self.config.period_s
         self.phase: Phase = "waiting"
-        self._handed: Handed | None = None
+        #: What the last tick handed out, until it is committed (or the next tick).
+        self._uncommitted: ActionRecord | None = None
         self._requests = InFlight(source, self.config, executor, validate_chunk)
         blender = Blender(
             settings.handover, steps=settings.smooth_seam, rate=settings.handover_rate
@@ -102,15 +101,17 @@ class PlaybackEngine:
         self._stats = PlaybackStats()
         self._timing = RefillTiming(self.config.freshness, self.config.max_in_flight)
         self._load = LoadMonitor(self.config.max_in_flight, enabled=self.config.backoff)
-        self._covers_s = 0.0
-        self._seq = 0
-        self._discarded = 0
+        self._schedule = RefillSchedule(
+            self.config, self._plan, self._requests, self._load, self._timing, self.lead_s
+        )
         self._first_tick_at: float | None = None
         self._retry = RetryPolicy(self.config.startup_timeout_s, self._load)
+        self._arrivals = Arrivals(
+            settings, self._plan, self._requests, self._schedule, self._timing, self._load,
+            self._retry, self._stats.latency, self.journal, on_chunk,
+        )  # fmt: skip
         self._error: SequencesError | None = None  # set with phase "failed"
-        #: (projected plan end, lead): the next refill is due once less than the lead is left
-        self._due_at: tuple[float, float] | None = None
-        self._steady_until = -math.inf  # see _steady_deadline
+        self._quiet_until = -math.inf  # see RefillSchedule.quiet_until
 
     # ------------------------------------------------------------------ public surface
 
@@ -126,41 +127,34 @@ class PlaybackEngine:
             raise RuntimeError("PlaybackEngine is closed")
         if self._error is not None:
             raise self._error
-        self._handed = None  # an action not committed by now never went out
-        if now < self._steady_until and not self._requests.arrived:
-            return self._steady(now)
+        self._uncommitted = None  # an action not committed by now never went out
+        if now < self._quiet_until and not self._requests.arrived:
+            return self._steady(now)  # most ticks: an index and a copy
         if self._first_tick_at is None:
             self._first_tick_at = now
         try:
-            self._harvest(now)
+            phase = self.phase
+            self._arrivals.collect(
+                now,
+                started=phase != "waiting",
+                playing=phase == "playing",
+                first_tick_at=self._first_tick_at,
+            )
             result = self._play(now)
             self._maybe_request(now, observe, playing=result.kind == "action")
         except SequencesError as exc:
             self._error, self.phase = exc, "failed"
             raise
-        self._steady_until = self._steady_deadline(now)
+        self._quiet_until = self._schedule.quiet_until(now, self.period_s or 0.0, self.action_space)
         return result
 
     def commit(self) -> None:
         """The action the last tick handed out went out: count it. The outcome counts only
         committed actions, so a refused one is not reported as played."""
-        handed, self._handed = self._handed, None
-        if handed is None:
+        record, self._uncommitted = self._uncommitted, None
+        if record is None:
             raise RuntimeError("commit() without an action from the last tick()")
-        self._stats.commit(handed)
-
-    def _steady_deadline(self, now: float) -> float:
-        """Until when ticks need neither a harvest, a seam nor a refill decision: the plan's
-        steady span, cut at the next refill's due time. Most ticks then cost an index and a
-        copy (bench/results/overhead.md compares the tick with a bare loop's step)."""
-        until = self._plan.steady_until()
-        if until == -math.inf or not self.config.prefetch:
-            return until
-        if len(self._requests) < self._load.limit:
-            if self._due_at is None:
-                self._due_at = self._next_request_at(now)
-            until = min(until, self._due_at[0] - self._due_at[1])
-        return until
+        self._stats.commit(record)
 
     @property
     def current_chunk(self) -> tuple[ActionChunk, float] | None:
@@ -170,8 +164,22 @@ class PlaybackEngine:
 
     def planned_rest(self, step_index: int) -> FloatArray | None:
         """The playing chunk's steps from ``step_index`` (the last tick's) on as they will be
-        sent, hand-over included (for outputs that send the rest of a chunk at once)."""
+        sent, hand-over included (``Tick.rest`` is the same for the tick's own chunk)."""
         return self._plan.blended_rest(step_index)
+
+    @property
+    def action_space(self) -> str | None:
+        """The run's action space, from its first chunk (None before)."""
+        return self._arrivals.action_space
+
+    @property
+    def action_dim(self) -> int | None:
+        return self._arrivals.action_dim
+
+    @property
+    def period_s(self) -> float | None:
+        """The period drivers pace by (``EngineConfig.period_s``, then the chunks'), or None."""
+        return self._arrivals.period_s
 
     @property
     def in_flight(self) -> int:
@@ -211,8 +219,8 @@ class PlaybackEngine:
             "action_space": self.action_space or "",
             **self._stats.live(),
             **self._load.live(),
-            "discarded_chunks": self._discarded,
-            "wasted_requests": self._discarded + self._plan.superseded,
+            "discarded_chunks": self._arrivals.discarded,
+            "wasted_requests": self._arrivals.discarded + self._plan.superseded,
             "in_flight": len(self._requests),
             "requests": self._requests.started,
             "retries": self._retry.retries,
@@ -231,7 +239,7 @@ class PlaybackEngine:
             requests=self._requests.started,
             error=self._error,
         )
-        wasted = self._discarded + self._plan.superseded
+        wasted = self._arrivals.discarded + self._plan.superseded
         return self._load.report(replace(outcome, wasted_requests=wasted))
 
     def close(self, *, wait: bool = True) -> None:
@@ -242,7 +250,7 @@ class PlaybackEngine:
         if self.phase == "closed":
             return
         self.phase = "closed"
-        self._steady_until = -math.inf
+        self._quiet_until = -math.inf
         self._requests.close(wait=wait)
         self._source.guard.release(self)
 
@@ -252,131 +260,37 @@ class PlaybackEngine:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # ------------------------------------------------------------------ arrivals
-
-    def _harvest(self, now: float) -> None:
-        if not self._requests.arrived:  # most ticks have nothing to collect
-            return
-        self._due_at = None
-        done = self._requests.done()
-        if not done:
-            return
-        # the arm holds only before the first action or after an underrun: a chunk landing
-        # on the tick the plan runs out continues the timeline
-        held = self.phase != "playing"
-        holding = held and self._plan.due(now) is None
-        for request in done:
-            self._requests.remove(request)
-            raise_checks_own(request.future)  # the caller's bug, not a failed refill
-            try:
-                prepared = request.future.result()
-            except CancelledError:
-                continue
-            except SequencesError as exc:
-                self._on_failure(exc, now)
-                continue
-            except ValueError as exc:  # the client refused the observation before sending
-                raise InvalidRequest(f"observation not sent: {exc}") from exc
-            if self._accept(request, prepared, now, holding=holding):
-                holding = False
-
-    def _accept(self, request: Request, prepared: Prepared, now: float, *, holding: bool) -> bool:
-        prediction = prepared.prediction
-        chunk = prediction.action_chunk
-        period = self._check_chunk(chunk, prepared.period_s)
-        latency = now - request.observed_at
-        self._timing.add(latency)
-        self._stats.latency.add(latency)
-        backoffs = self._load.backoffs
-        self._load.refill(latency, prediction.perf, period)
-        self._note_backoff(now, backoffs)
-        self._covers_s = len(chunk) * period
-        if not holding:  # with few samples the target uses the slowest: safe to start early
-            self._plan.adapt_lag(self._lag_target(period), period)
-        planned = self._plan.add(
-            prepared,
-            seq=self._seq + 1,
-            observed_at=request.observed_at,
-            period_s=period,
-            now=now,
-            holding=holding,
-            restart=not self._requests,
-        )
-        if planned is None:
-            self._discarded += 1
-            self.journal.event(now, "discarded", {"request": request.number, "latency_s": latency})
-            return False
-        self._seq += 1
-        grippers = self.config.gripper_indices(chunk.action_dim)
-        self.journal.chunk(
-            now, request.number, self._seq, prediction, request.observed_at, planned.anchor,
-            period, grippers,
-        )  # fmt: skip
-        if self._on_chunk is not None:
-            self._on_chunk(prediction)
-        return True
-
-    def _note_backoff(self, now: float, backoffs_before: int) -> None:
-        if self._load.backoffs > backoffs_before:
-            self.journal.event(now, "backoff", {"limit": self._load.limit})
-
-    def _lag_target(self, period: float) -> float:
-        return self._timing.lag_target(period, self._covers_s, self.action_space)
-
-    def _check_chunk(self, chunk: ActionChunk, period: float) -> float:
-        """The chunk's size and space against the run's (its steps were checked on the
-        worker, ``plan.prepare``)."""
-        if self.action_dim is None:
-            self.action_dim, self.action_space, self.period_s = (
-                chunk.action_dim,
-                chunk.action_space,
-                period,
-            )
-        elif (chunk.action_dim, chunk.action_space) != (self.action_dim, self.action_space):
-            raise InvalidResponse(
-                f"chunk is {chunk.action_space} x {chunk.action_dim}, earlier chunks of this "
-                f"run were {self.action_space} x {self.action_dim}"
-            )
-        return period
-
-    def _on_failure(self, exc: SequencesError, now: float) -> None:
-        started = self.phase != "waiting"
-        # a chunk accepted earlier in this same harvest has not played yet, but it is a plan
-        plan_end = self._plan.end(now) if started or self._seq > 0 else now
-        backoffs = self._load.backoffs
-        self._retry.on_failure(
-            exc, now, started=started, first_tick_at=self._first_tick_at, plan_end=plan_end
-        )  # raises the error that ends the episode; returning means it is retried
-        self.journal.event(now, "retry", {"error": type(exc).__name__})
-        self._note_backoff(now, backoffs)
-
     # ------------------------------------------------------------------ playing
 
     def _play(self, now: float) -> Tick:
         step = self._plan.take(now)
         if step is None:
             if self.phase == "waiting":
-                return Tick(None, "waiting", 0, -1, False, math.nan)
+                return Tick(None, "waiting", 0, -1, new_chunk=False, staleness_s=math.nan, at=now)
             self.journal.event(now, "underrun", {})
             self.phase = "underrun"
             gap = self._stats.underrun(now)
             if self._on_underrun is not None:
                 self._on_underrun(gap)
-            return Tick(None, "underrun", 0, -1, False, math.nan)
-        return self._record(now, step)
+            return Tick(None, "underrun", 0, -1, new_chunk=False, staleness_s=math.nan, at=now)
+        return self._action_tick(now, step)
 
     def _steady(self, now: float) -> Tick:
         """The common tick: the chunk playing, by time index (its size and finiteness were
         checked when it arrived, and its rows are read-only)."""
-        planned, index, raw, action, late = self._plan.continue_at(now)
+        planned, index, raw, action, late = self._plan.take_steady(now)
         staleness = now - planned.observed_at
         if late:
             self._stats.skipped_late += late
             self.journal.event(now, "skipped_late", {"steps": late})
-        self._handed = Handed(now, raw, staleness, planned.period_s, False, True, raw, False)
-        return Tick(action, "action", planned.seq, index, False, staleness)
+        self._uncommitted = ActionRecord(now, raw, staleness, planned.period_s)  # steady
+        # positional, as keywords cost about a tenth of the tick
+        return Tick(
+            action, "action", planned.seq, index, CONTINUES, staleness, now, planned, self._plan
+        )
 
-    def _record(self, now: float, step: PlannedStep) -> Tick:
+    def _action_tick(self, now: float, step: PlannedStep) -> Tick:
+        """The tick of a step ``ChunkPlan.take`` chose: checked, counted and journaled."""
         planned = step.planned
         # the plan's steps are checked read-only copies: only a computed blend needs a check
         bad = step.blended and not np.isfinite(step.action).all()
@@ -389,11 +303,14 @@ class PlaybackEngine:
             self._journal_step(now, step)
         self._stats.arm_index = self._plan.arm_index  # seams are measured without grippers
         self.phase = "playing"
-        self._handed = Handed(
-            now, step.raw, staleness, planned.period_s, step.new_chunk, False, step.action,
-            step.blended,
+        self._uncommitted = ActionRecord(
+            now, step.raw, staleness, planned.period_s, new_chunk=step.new_chunk, steady=False,
+            action=step.action, blended=step.blended,
         )  # fmt: skip
-        return Tick(step.action, "action", planned.seq, step.index, step.new_chunk, staleness)
+        return Tick(
+            step.action, "action", planned.seq, step.index, step.new_chunk, staleness, now,
+            planned, self._plan,
+        )  # fmt: skip
 
     def _journal_step(self, now: float, step: PlannedStep) -> None:
         journal = self.journal
@@ -409,7 +326,16 @@ class PlaybackEngine:
     def _maybe_request(
         self, now: float, observe: Callable[[], Observation | None], *, playing: bool
     ) -> None:
-        if now < self._retry.not_before or not self._wants_request(now, playing):
+        if now < self._retry.not_before:
+            return
+        wants = self._schedule.wants_request(
+            now,
+            waiting=self.phase == "waiting",
+            playing=playing,
+            period_s=self.period_s or 0.0,
+            space=self.action_space,
+        )
+        if not wants:
             return
         observation = observe()
         if observation is None:
@@ -418,39 +344,5 @@ class PlaybackEngine:
         if self._requests.wants_planned:  # real-time chunking: what plays while it is out
             planned = planned_prefix(self._plan, self._requests.requests, now, self.period_s)
         request = self._requests.start(observation, now, planned)
-        self._due_at = None
+        self._schedule.changed()
         self.journal.request(now, request.number, observation)
-
-    def _wants_request(self, now: float, playing: bool) -> bool:
-        in_flight = len(self._requests)
-        if self.phase == "waiting":
-            return in_flight == 0 or self._startup_stagger_due(now, in_flight)
-        if not self.config.prefetch:
-            return in_flight == 0 and not playing and not self._plan.pending(now)
-        if in_flight >= self._load.limit:
-            return False
-        if self._due_at is None or self.action_space not in SKIPPING_SPACES:
-            self._due_at = self._next_request_at(now)
-        projected, lead = self._due_at
-        return projected - now < lead
-
-    def _next_request_at(self, now: float) -> tuple[float, float]:
-        """When the plan, with what the requests in flight will add, ends one lead from now.
-        It changes only when a chunk arrives or a request starts (skipping spaces: the plan
-        ends at fixed times), so ticks in between compare one number."""
-        # each request's chunk is playable until observed_at + lag + covers, with the lag
-        # it will have when it lands (it may shrink meanwhile)
-        projected = self._plan.end(now)
-        period = self.period_s or 0.0
-        target = self._lag_target(period)
-        ordered = sorted(self._requests.requests, key=lambda r: r.observed_at)
-        for position, request in enumerate(ordered):
-            lag = self._plan.lag_after(position + 1, target, period)
-            projected = max(projected, request.observed_at + lag + self._covers_s)
-        return projected, self.lead_s()
-
-    def _startup_stagger_due(self, now: float, in_flight: int) -> bool:
-        if not self.config.prefetch:
-            return False
-        limit, covers = self._load.limit, self.config.expected_covers_s
-        return startup_refill_due(now - self._requests.last_start_at, in_flight, limit, covers)

@@ -1,15 +1,15 @@
-"""The engine's inputs and outputs: its configuration, the per-tick result, and what it
-needs from a ``Policy``. See ``engine`` for the rules they configure."""
+"""The engine's settings (``EngineConfig``, ``RunConfig``), their defaults and their rules.
+See ``engine`` for what they configure."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, NamedTuple, TypeVar, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from ..limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
-from ..types import FloatArray, Model
+from ..types import Model
 from .handover import DEFAULT_HANDOVER, DEFAULT_HANDOVER_RATE, HANDOVERS, Handover
 
 #: Enough to sustain 0.50 s chunks at a 0.79 s refill, with headroom for a p99 of 2x median.
@@ -29,8 +29,6 @@ DEFAULT_STALL_TIMEOUT_S = 2.0
 #: refill, which prefetch plans for, so this bounds what a stuck check costs; a local
 #: service answers well within it.
 DEFAULT_CHUNK_VALIDATOR_TIMEOUT_S = 0.5
-#: What a tick did: played an action, waited for the first chunk, or found nothing to play.
-TickKind = Literal["action", "waiting", "underrun"]
 
 
 class InvalidSetting(ValueError):
@@ -128,7 +126,7 @@ class EngineConfig:
     #: ``"round_trip"`` (default): lag = the expected refill time; about one request per
     #: chunk of motion, every command about one round trip old. ``"fresh"``: anchor chunks
     #: at the smallest lag the refills sustain: fresher plans for more requests (the lag is
-    #: derived in ``timing``; measured in bench/results/freshness.md).
+    #: derived in ``timing``; docs/performance.md, "Freshness costs requests").
     freshness: Freshness = DEFAULT_FRESHNESS
     #: The catalogue's rate (``Model.control_hz``): the control period until the first chunk
     #: says its own, so that a driver's waiting ticks, and with them the first observations,
@@ -138,7 +136,7 @@ class EngineConfig:
     backoff: bool = True
     #: How a chunk takes over from the one before (``handover``: ``none``, ``fade``,
     #: ``extrapolate``, ``slew``, ``smooth``), in every action space. The default was chosen
-    #: by measurement (bench/results/seams.md).
+    #: by measurement (docs/handover.md).
     handover: Handover = DEFAULT_HANDOVER
     #: ``slew`` and ``smooth``: the most a hand-over adds to one step, as a fraction of the
     #: largest in-chunk step of the chunks either side of the seam.
@@ -243,21 +241,6 @@ class RunConfig(EngineConfig):
         """This config with the settings that are not None (keywords of ``Policy.run``)."""
         given = {name: value for name, value in settings.items() if value is not None}
         return replace(self, **given) if given else self
-
-
-class Tick(NamedTuple):
-    """What to do this tick. ``action`` is finite and of the run's size, or None.
-
-    A tuple, like ``stats.Handed``: one is made every tick, and right after a control loop's
-    sleep (cold caches) building a frozen dataclass took 18 µs against 11 for the tuple
-    (bench/results/cold_cache.md)."""
-
-    action: FloatArray | None
-    kind: TickKind
-    chunk_seq: int
-    step_index: int
-    new_chunk: bool
-    staleness_s: float
 
 
 def expected_covers_s(model: Model) -> float | None:

@@ -1,17 +1,19 @@
 """One bounded episode, the same for every driver: ``Policy.run()`` and the ROS node.
 
 A driver ticks the engine and does the I/O (pacing, ``act`` or a publisher); the episode
-decides what each tick means, so both drivers count, stop and hold alike (docs/architecture.md §3):
+decides what each tick means and when the episode ends, so both drivers count, stop and
+hold alike (docs/architecture.md §3):
 
-- an action is *offered* with the driver's verdict on it (``validate``, the node's safety
-  checks); a refusal ends the episode (``validate``) and nothing is sent; so does a chunk
-  the chunk gate refused (``ChunkRefused``, whichever driver saw it);
-- the action that actually went out is *committed*: the engine counts it, and ``commit``
-  says when ``max_actions`` is reached (the driver then stops with ``completed``);
-- an empty tick after the first action is an underrun: one hold per spell, and a plan that
-  stays empty past ``stall_timeout_s`` ends the episode (``raised:Stalled``);
-- ``stop`` ends it exactly once: one hold on an early stop (none when an underrun hold is
-  still in force), and the ``RunOutcome``, whose ``actions`` are the committed ones.
+- each action gets the driver's verdict once (``settle``): *sent*, as the command that went
+  out, which is journaled and counted (at ``max_actions`` the episode ends ``completed``);
+  or *refused*, why (``validate``, the node's safety checks), which ends the episode
+  (``validate``) with nothing sent; so does a chunk the chunk gate refused
+  (``ChunkRefused``, whichever driver saw it);
+- an empty tick after the first action is an underrun (``idle``): one hold per spell, and a
+  plan that stays empty past ``stall_timeout_s`` ends the episode (``raised:Stalled``);
+- ``stop`` ends it exactly once, however it ends: one hold on an early stop (none when an
+  underrun hold is still in force), and the ``RunOutcome``, whose ``actions`` are the
+  committed ones.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from dataclasses import replace
 from typing import Literal, Protocol
 
 from ..errors import ChunkExhausted, ChunkRefused, SequencesError, Stalled
-from ..types import Observation
-from .engine_config import DEFAULT_STALL_TIMEOUT_S, TickKind, check_stall_timeout
+from ..types import FloatArray, Observation
+from .engine_config import DEFAULT_STALL_TIMEOUT_S, check_stall_timeout
 from .journal import UNRECORDED, Journal
 from .outcome import RunOutcome
+from .tick import Tick, TickKind
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +45,7 @@ def check_max_actions(max_actions: object) -> None:
         raise ValueError(f"max_actions must be a positive int, got {max_actions!r}")
 
 
-class Committable(Protocol):
+class EpisodeEngine(Protocol):
     """What an episode needs from its engine: ``PlaybackEngine`` is one."""
 
     def commit(self) -> None: ...
@@ -63,7 +66,7 @@ class Episode:
 
     def __init__(
         self,
-        engine: Committable,
+        engine: EpisodeEngine,
         *,
         max_actions: int,
         hold: Callable[[], None] | None = None,
@@ -103,8 +106,33 @@ class Episode:
             raise RuntimeError("the episode is still running")
         return self._outcome
 
+    def settle(
+        self, tick: Tick, refusal: Verdict = None, *, sent: FloatArray | None = None
+    ) -> bool:
+        """The driver's verdict on ``tick``'s action, once: sent (as ``sent``, by default the
+        action itself) or refused (``refusal``, why). A sent command is journaled and counted
+        and ends the episode at ``max_actions``; a refusal ends it. True when it has ended."""
+        if refusal is not None:
+            self.offer(refusal)
+            return True
+        command = tick.action if sent is None else sent
+        if command is None:
+            raise ValueError("settle() needs a tick with an action")
+        self._journal.command(tick.at, command)
+        if self.commit():
+            self.stop("completed")
+        return self.ended
+
+    def idle(self, kind: TickKind, now: float) -> bool:
+        """A tick with nothing to play (``empty_tick``); True when it ended the episode."""
+        ended = self.empty_tick(kind, now)
+        if ended is not None:
+            self.stop(error=ended, detail=str(ended))
+        return self.ended
+
     def offer(self, verdict: Verdict) -> bool:
-        """True if the tick's action may go out; a refusal stops the episode (``validate``)."""
+        """True if the tick's action may go out; a refusal stops the episode (``validate``).
+        ``settle``'s first half, for a driver that asks before sending."""
         if verdict is None:
             return True
         if isinstance(verdict, BaseException):
@@ -114,7 +142,8 @@ class Episode:
         return False
 
     def commit(self) -> bool:
-        """The offered action went out: count it. True when ``max_actions`` is reached."""
+        """The action went out: count it. True when ``max_actions`` is reached (``settle``
+        then ends the episode)."""
         self._engine.commit()
         self.actions += 1
         self._held = self._in_underrun = False
@@ -124,7 +153,7 @@ class Episode:
     def empty_tick(self, kind: TickKind, now: float) -> SequencesError | None:
         """A tick with nothing to play: hold on the first tick of an underrun. Returns the
         error that ends the episode once the plan stayed empty (or ``observe()`` returned
-        nothing) past ``stall_timeout_s``; the driver stops with it."""
+        nothing) past ``stall_timeout_s``; ``idle`` stops with it."""
         if kind == "underrun" and not self._in_underrun:
             self._in_underrun = True
             self._hold_for_underrun()

@@ -14,7 +14,7 @@ last step, minus the new chunk's first step played. Chunks that agree give no of
 nothing is blended: the command is then exactly the plan, as without a hand-over. A lag
 move (the plan shifting by a period at a seam) is an offset too, and is smoothed with it.
 
-Strategies (``EngineConfig.handover``; compared in bench/results/seams.md):
+Strategies (``EngineConfig.handover``; compared in docs/handover.md):
 
 - ``none``: the plan as it is.
 - ``fade``: the offset fades linearly over ``smooth_seam`` steps (0: a third of a chunk).
@@ -26,9 +26,9 @@ Strategies (``EngineConfig.handover``; compared in bench/results/seams.md):
   lasts as long as the offset needs (a small one goes in a step or two, a mode switch takes
   longer).
 - ``smooth`` (the default): the same bound, on a cosine: the correction starts and ends
-  with zero slope, so an absolute seam adds no velocity step. Measured on every catalogue
-  model at every disagreement level: seams within 1.5x the in-chunk step, lowest jerk of
-  the strategies that are; nothing changes where chunks agree (bench/results/seams.md).
+  with zero slope, so an absolute seam adds no velocity step. On every catalogue model at
+  every disagreement level it keeps seams within 1.5x the in-chunk step, with the lowest
+  jerk of the strategies that do; nothing changes where chunks agree.
 
 Velocity and delta spaces integrate: a correction of the commanded velocity (or delta)
 moves the arm elsewhere than the plan would, by its sum (``Blender.debt``). There ``fade``
@@ -37,8 +37,8 @@ zero by their end; ``slew`` and ``smooth`` steer the correction and its sum home
 under the same bound (``blends.Steering``), one step per tick. A velocity seam of 5-12x the
 in-chunk step (the simulator's ``calibrated`` level) cannot be paid back within one chunk
 under 1.5x: the sum then carries over to the next seam, which steers it home with its own,
-and the arm stays off the played plan by the "off plan" figures of bench/results/seams.md
-until the seams stop (a hold drops what is owed, with the correction).
+and the arm stays off the played plan (by docs/handover.md's "off plan" figures) until the
+seams stop (a hold drops what is owed, with the correction).
 
 Gripper dimensions (positions in every space, on their own controller on a real arm) are
 never corrected. A hold (underrun or stop) drops any correction: the next chunk starts from
@@ -59,16 +59,13 @@ from .blends import Steering, crossfade, fade, fixed_steps, hump, rows_from, sle
 
 Handover = Literal["none", "fade", "extrapolate", "slew", "smooth"]
 HANDOVERS: tuple[Handover, ...] = get_args(Handover)
-#: At the simulator's ``calibrated`` disagreement (10 x 60 s per model, bench/results/
-#: seams.md) only ``slew`` and ``smooth`` kept seams within 1.5x the in-chunk step on all
-#: four catalogue models (p95 1.26-1.36x, against 4.7-11x without a hand-over and 1.46-5.6x
-#: for a third-of-a-chunk fade); ``smooth`` with the lower jerk at absolute seams (256x the
-#: in-chunk jerk against 484x; 8545x without). Where chunks agree, nothing changes.
+#: Only ``slew`` and ``smooth`` keep seams within 1.5x the in-chunk step on every catalogue
+#: model; ``smooth`` with the lower jerk at absolute seams (docs/performance.md, "Behind
+#: the engine's constants").
 DEFAULT_HANDOVER: Handover = "smooth"
 #: ``slew`` and ``smooth`` add at most this fraction of the largest in-chunk step to any
-#: step, so no seam's step exceeds 1.5x the plan's own (the goal). Halving it halves the
-#: seam's excess but doubles how far a velocity model's arm is off its plan meanwhile
-#: (pi05-droid: p95 181 mrad against 86); doubling it goes over 1.5x (p95 1.63-1.78x).
+#: step, so no seam's step exceeds 1.5x the plan's own (the goal). Less keeps a velocity
+#: model's arm further off its plan meanwhile; more goes over 1.5x.
 DEFAULT_HANDOVER_RATE = 0.5
 #: ``smooth`` on a summed command: how much of the way to the braking curve each step goes
 #: (``blends.Steering``), for fewer corners than ``slew``'s full steps.

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from ..types import Observation
 from .chunk_gate import ChunkCheck, ChunkGate
 from .engine_config import EngineConfig
-from .plan import Prepared, prepare
+from .ready import ReadyChunk, prepare
 from .source import ChunkSource, PlannedPrefix, takes_planned
 
 
 @dataclass
 class Request:
-    future: Future[Prepared]
+    future: Future[ReadyChunk]
     observed_at: float
     #: 1-based, in the order requests started (a recording names chunks by it).
     number: int = 0
@@ -114,7 +114,7 @@ class InFlight:
             self._executor.shutdown(wait=wait, cancel_futures=True)
         self._executor = None
 
-    def _fetch(self, observation: Observation, *, planned: PlannedPrefix | None) -> Prepared:
+    def _fetch(self, observation: Observation, *, planned: PlannedPrefix | None) -> ReadyChunk:
         """On a worker: the request (its body, images included, is built there) and the
         chunk's copy and checks, the caller's check last, so that the control thread only
         plays it."""
@@ -128,5 +128,5 @@ class InFlight:
             self._gate.admit(prediction.action_chunk, observation)
         return prepared
 
-    def _note_arrival(self, future: Future[Prepared]) -> None:
+    def _note_arrival(self, future: Future[ReadyChunk]) -> None:
         self.arrived = True

@@ -1,9 +1,9 @@
 """What playback tells a recorder, as it happens: the ``Journal`` protocol.
 
 The engine reports the requests it starts, the chunks it accepts, the first step each chunk
-plays and its events; the episode reports holds and the outcome; the driver reports each
-command it sent. ``recording.FlightRecorder`` is one; playback never imports it, and with no
-journal (the default) nothing is called. Every call is on the control thread and must
+plays and its events; the episode reports each command the driver sent (``Episode.settle``),
+the holds and the outcome. ``recording.FlightRecorder`` is one; playback never imports it,
+and with no journal (the default) nothing is called. Every call is on the control thread and must
 return at once (a recorder queues and writes elsewhere). Times are the driver's clock.
 """
 

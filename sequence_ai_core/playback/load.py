@@ -4,9 +4,8 @@ A shared gateway serves a fixed number of model slots; requests beyond them wait
 queue, first come, first served. Once every slot is busy, pipelining into that queue adds no
 motion (the slots answer as many requests a second either way) but every robot's requests
 wait behind more of everyone's, so every plan is older when it plays: on the simulator, 16
-robots on 8 slots with three requests in flight and no backoff kept 40 requests queued
-against 19 with backoff, and played plans 4.8 s old against 2.2 s, at the same duty
-(bench/results/shared_gateway.md, ``bench/shared_gateway.py``).
+robots on 8 slots with three requests in flight and no backoff played plans over twice as old
+as with backoff, at the same duty (docs/performance.md, "Shared gateway").
 
 So the engine watches each refill for queueing and, while it sees it, allows one request in
 flight; when refills come back at the unloaded level again it allows one more at a time. A
@@ -59,7 +58,8 @@ def is_busy(exc: Unavailable) -> bool:
     return exc.status == 429 or exc.code == "busy" or exc.reason in BUSY_REASONS
 
 
-def _seconds(perf: Mapping[str, Any], key: str) -> float | None:
+def _perf_ms_as_s(perf: Mapping[str, Any], key: str) -> float | None:
+    """``perf[key]``, milliseconds the gateway reports, in seconds; None if absent or bad."""
     value = perf.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -69,10 +69,10 @@ def _seconds(perf: Mapping[str, Any], key: str) -> float | None:
 
 def server_queue_s(perf: Mapping[str, Any]) -> float | None:
     """Seconds the gateway says the request waited for a slot, if it says."""
-    queued = _seconds(perf, "queue_ms")
+    queued = _perf_ms_as_s(perf, "queue_ms")
     if queued is not None:
         return queued
-    ttfa, inference = _seconds(perf, "ttfa_ms"), _seconds(perf, "inference_ms")
+    ttfa, inference = _perf_ms_as_s(perf, "ttfa_ms"), _perf_ms_as_s(perf, "inference_ms")
     if ttfa is not None and inference is not None:
         return max(0.0, ttfa - inference)
     return None
@@ -110,7 +110,7 @@ class LoadMonitor:
 
     def refill(self, latency_s: float, perf: Mapping[str, Any], period_s: float) -> None:
         """One chunk arrived ``latency_s`` after its observation."""
-        inference = _seconds(perf, "inference_ms")
+        inference = _perf_ms_as_s(perf, "inference_ms")
         self._recent.append(latency_s)
         if len(self._recent) == QUEUE_WINDOW:
             self._unloaded = min(self._unloaded, sorted(self._recent)[QUEUE_WINDOW // 2])

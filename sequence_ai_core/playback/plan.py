@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..action_spaces import kind_of, names_where, skips_stale
-from ..errors import InvalidResponse
 from ..types import ActionChunk, FloatArray, Prediction
 from .handover import Blender, Seam
+from .ready import ReadyChunk
 
 #: A tick up to this fraction of a period early still plays the step due: sleeps and timers
 #: overshoot by milliseconds, and a tick landing just before a slot must not replay a step.
@@ -46,50 +46,6 @@ LAG_SHRINK_PERIODS = 1
 LAG_CONVERGE_CHUNKS = 6
 
 
-def checked_period(chunk: ActionChunk, steps: object, control_hz: float | None = None) -> float:
-    """The period to play ``chunk`` at, after checking its ``steps`` (the copy that will
-    play) again: the wire layer validates answers too, but nothing non-finite or misshapen
-    may reach the arm even if it did not."""
-    dim = chunk.action_dim
-    if not isinstance(steps, np.ndarray) or steps.ndim != 2 or steps.shape[0] < 1:
-        raise InvalidResponse("action chunk has no steps or is not a 2-D array")
-    if steps.shape[1] != dim or not np.all(np.isfinite(steps)):
-        raise InvalidResponse(f"action chunk is not finite {dim}-dim steps")
-    hz = control_hz or chunk.control_frequency_hz
-    if not (math.isfinite(hz) and hz > 0):
-        raise InvalidResponse(f"chunk control frequency {hz} is not positive")
-    return 1.0 / hz
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A chunk made ready to play, on the worker thread that fetched it (``prepare``)."""
-
-    prediction: Prediction
-    #: A read-only copy of the steps, checked finite once: nothing can change it later.
-    steps: FloatArray
-    #: ``steps[i]`` as views, so a tick indexes a list instead of calling numpy.
-    rows: list[FloatArray]
-    #: The period to play it at (``checked_period``).
-    period_s: float
-    #: Per dimension, the largest change between two consecutive steps (hand-over rates).
-    largest_step: FloatArray | None = None
-
-
-def prepare(prediction: Prediction, control_hz: float | None = None) -> Prepared:
-    """Copy, check and split a chunk's steps off the control thread: right after a control
-    loop's sleep (cold caches) a numpy call costs many times a list index, so per-step
-    checks and indexing had tripled the tick, and checking the chunk again at its arrival
-    was a third of a new chunk's tick (bench/results/overhead.md). The copy is what plays,
-    so the copy is what is checked."""
-    chunk = prediction.action_chunk
-    steps = np.array(chunk.steps, dtype=np.float64)
-    steps.flags.writeable = False
-    period_s = checked_period(chunk, steps, control_hz)
-    largest = np.max(np.abs(np.diff(steps, axis=0)), axis=0) if len(steps) > 1 else None
-    return Prepared(prediction, steps, list(steps), period_s, largest)
-
-
 def _on_period(time_s: float, period_s: float) -> float:
     return max(0.0, round(time_s / period_s) * period_s)
 
@@ -101,12 +57,12 @@ class PlannedChunk:
     observed_at: float
     anchor: float
     period_s: float
-    #: The plan's own read-only, checked rows of the chunk's steps (see ``prepare``).
+    #: The plan's own read-only, checked rows of the chunk's steps (see ``ready.prepare``).
     rows: list[FloatArray]
     first_index: int | None = None
     last_index: int = -1
     largest_step: FloatArray | None = None
-    #: Plain attributes, not properties: every tick reads them (see ``prepare``).
+    #: Plain attributes, not properties: every tick reads them (see ``ready.prepare``).
     length: int = field(init=False)
     skips: bool = field(init=False)
 
@@ -170,7 +126,7 @@ class ChunkPlan:
 
     def add(
         self,
-        prepared: Prepared,
+        ready: ReadyChunk,
         *,
         seq: int,
         observed_at: float,
@@ -199,16 +155,16 @@ class ChunkPlan:
             self._lag_step = 0.0
             anchor = now
         planned = PlannedChunk(
-            prepared.prediction,
+            ready.prediction,
             seq,
             observed_at,
             anchor,
             period_s,
-            prepared.rows,
-            largest_step=prepared.largest_step,
+            ready.rows,
+            largest_step=ready.largest_step,
         )
         if self.arm_index is None:
-            self._resolve(len(prepared.rows[0]))
+            self._resolve(len(ready.rows[0]))
         if not holding and planned.skips and planned.index_at(now) >= planned.length:
             return None
         self._chunks.append(planned)
@@ -268,8 +224,9 @@ class ChunkPlan:
             return time_s
         return self._origin + round((time_s - self._origin) / period_s) * period_s
 
-    def due(self, now: float) -> tuple[PlannedChunk, int] | None:
-        """The chunk that owns ``now`` (the newest anchored by then) and its step due."""
+    def advance_to(self, now: float) -> tuple[PlannedChunk, int] | None:
+        """Drop the chunks a newer one has replaced by ``now``; the chunk that owns ``now``
+        (the newest anchored by then) and its step due, or None."""
         chunks = self._chunks
         owner = None
         for position, planned in enumerate(chunks):
@@ -286,9 +243,9 @@ class ChunkPlan:
 
     def take(self, now: float) -> PlannedStep | None:
         """Consume the step due at ``now``; None when nothing is planned for now."""
-        due = self.due(now)
+        due = self.advance_to(now)
         if due is None and self._start_waiting(now):
-            due = self.due(now)
+            due = self.advance_to(now)
         if due is None:
             self._hold()
             return None
@@ -342,7 +299,7 @@ class ChunkPlan:
 
     def steady_until(self) -> float:
         """Until when the chunk playing keeps the timeline with no seam, no hand-over and no
-        skip decision (absolute and velocity spaces): ticks before it may ``continue_at``.
+        skip decision (absolute and velocity spaces): ticks before it may ``take_steady``.
         Only an arriving chunk changes this."""
         if not self._chunks or not self._chunks[0].skips:
             return -math.inf
@@ -358,11 +315,11 @@ class ChunkPlan:
             until = min(until, self._chunks[1].anchor - DUE_TOLERANCE * period)
         return until
 
-    def continue_at(self, now: float) -> tuple[PlannedChunk, int, FloatArray, FloatArray, int]:
+    def take_steady(self, now: float) -> tuple[PlannedChunk, int, FloatArray, FloatArray, int]:
         """``take`` for a tick before ``steady_until``: the chunk playing, by time index, as
         (chunk, index, raw, action, skipped late). The common tick, so it does the least:
-        one numpy call, no search, no hand-over, and a plain tuple (building a ``PlannedStep``
-        right after a control loop's sleep took 12 µs, bench/results/cold_cache.md)."""
+        one numpy call, no search, no hand-over, and a plain tuple, not a ``PlannedStep``
+        (docs/performance.md, "Behind the engine's constants")."""
         planned = self._chunks[0]
         index = math.floor((now - planned.anchor) / planned.period_s + DUE_TOLERANCE)
         late = index - planned.last_index - 1
@@ -377,7 +334,7 @@ class ChunkPlan:
         hand (on a queueing gateway, where the lag follows a long tail: 0.4-0.6 s per
         chunk). Never happens while chunks arrive in time."""
         waiting = [p for p in self._chunks if p.first_index is None and p.anchor > now]
-        if not waiting:  # (``due`` found nothing: whatever started has run out)
+        if not waiting:  # (``advance_to`` found nothing: whatever started has run out)
             return False
         first = waiting[0]
         self._origin = now
@@ -401,15 +358,20 @@ class ChunkPlan:
         """The playing chunk's steps from ``index`` (the one just played) on, as they will be
         sent with the hand-over under way (``Blender.preview``); None if nothing plays."""
         playing = self.playing()
-        if playing is None or not 0 <= index < playing.length:
+        return None if playing is None else self.rest_of(playing, index)
+
+    def rest_of(self, planned: PlannedChunk, index: int) -> FloatArray | None:
+        """``planned``'s steps from ``index`` on, as they will be sent with the hand-over
+        under way; None if ``index`` is not one of its steps."""
+        if not 0 <= index < planned.length:
             return None
-        rows = np.array(playing.rows[index:], dtype=np.float64)
-        return rows if self._blender is None else self._blender.preview(playing, index, rows)
+        rows = np.array(planned.rows[index:], dtype=np.float64)
+        return rows if self._blender is None else self._blender.preview(planned, index, rows)
 
     @property
     def chunks(self) -> tuple[PlannedChunk, ...]:
         """The chunks planned, playing and waiting for their slot, oldest observation first
-        (read-only: ``due`` is what advances them)."""
+        (read-only: ``advance_to`` is what advances them)."""
         return tuple(self._chunks)
 
     @property

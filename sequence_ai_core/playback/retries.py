@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 
-from ..errors import SequencesError, Unavailable, cold_start_advice
+from ..errors import SequencesError, Unavailable
 from .load import LoadMonitor, is_busy
 
 log = logging.getLogger("sequence_ai_core.playback.engine")
@@ -66,3 +66,24 @@ class RetryPolicy:
     def _retry_at(self, when: float) -> None:
         self.not_before = max(self.not_before, when)
         self.retries += 1
+
+
+def cold_start_advice(exc: Unavailable, waited_s: float) -> Unavailable:
+    """The warming answer that ended a run before its first action, saying what to change."""
+    if waited_s > 0:
+        advice = f"still warming after startup_timeout_s={waited_s:g}"
+    else:  # a margin over the gateway's estimate, or over what a cold worker takes to load
+        advice = (
+            f"pass startup_timeout_s={math.ceil(1.25 * (exc.retry_after_s or 120.0))} "
+            "to run() to wait for a cold worker"
+        )
+    return Unavailable(
+        f"{exc.message}; {advice}",
+        warming=True,
+        retry_after_s=exc.retry_after_s,
+        status=exc.status,
+        body=exc.body,
+        request_id=exc.request_id,
+        code=exc.code,
+        reason=exc.reason,
+    )

@@ -20,8 +20,9 @@ is called, then it propagates unchanged (and if ``hold`` itself raises, the orig
 still wins). A chunk ``validate_chunk`` refuses (``ChunkRefused``) ends the run with reason
 ``validate``, as a refused action does.
 
-The counting, stopping and holding are ``episode.Episode``'s, the same object the ROS node
-drives; this module is the pacing and the calls around it. Every end holds, on time
+The journaling, counting, stopping and holding are ``episode.Episode``'s, the same object
+the ROS node drives: ``drive`` supplies only the pacing and, for each action, ``act`` or why
+not (``validate``). Every end holds, on time
 (docs/architecture.md §3). The first tick with nothing to play calls ``hold``
 (velocity spaces would otherwise keep executing the last command), so hold comes within one
 control period of the last planned step, and again after each recovery; a plan that stays
@@ -42,13 +43,14 @@ from typing import Any, Protocol
 from ..errors import SequencesError
 from ..types import FloatArray, Model, Observation, Prediction
 from .chunk_gate import ChunkCheck
-from .engine import PlaybackEngine, Tick
+from .engine import PlaybackEngine
 from .engine_config import DEFAULT_STALL_TIMEOUT_S, EngineConfig, RunConfig, check_pool
 from .episode import Episode, check_max_actions
 from .journal import UNRECORDED, Journal
 from .outcome import RunOutcome
 from .source import ChunkSource
 from .stops import hold_on_sigterm, interruptible, refusal
+from .tick import Tick
 
 #: Poll interval while waiting for the first chunk (the rate is not known yet).
 WAITING_POLL_S = 0.005
@@ -204,30 +206,23 @@ def drive(
             now = clock()
             tick = player.tick(now, observe)
             action = tick.action
-            if action is not None:
-                verdict = refusal(validate, action)
-                if verdict is not None:
-                    episode.offer(verdict)  # refused: the episode ends, nothing is sent
+            if action is None:
+                if episode.idle(tick.kind, clock()):
                     return episode.outcome
-                act(action)
-                journal.command(now, action)
-                if episode.commit():
-                    break
-                pacer.wait(now, player.period_s)
+                _pace(player, pacer, tick, now, clock, sleep)
                 continue
-            ended = episode.empty_tick(tick.kind, clock())
-            if ended is not None:
-                episode.stop(error=ended)
+            refused = refusal(validate, action)
+            if refused is None:
+                act(action)
+            if episode.settle(tick, refused):  # journaled and counted, or refused
                 return episode.outcome
-            _pace(player, pacer, tick, now, clock, sleep)
+            pacer.wait(now, player.period_s)
     except SequencesError as exc:
         episode.stop(error=exc)
         return episode.outcome
     except BaseException as exc:
         episode.stop(error=exc)  # hold, then the caller's bug propagates unchanged
         raise
-    episode.stop("completed")
-    return episode.outcome
 
 
 def _pace(

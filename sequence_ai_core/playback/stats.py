@@ -19,7 +19,7 @@ from .outcome import RunOutcome
 
 #: Windows up to this size take their quantiles in plain Python: the refill window (50
 #: samples) is asked on every chunk arrival, on the control thread, where ``np.quantile``
-#: was most of a new chunk's tick (bench/results/overhead.md, "time per tick").
+#: costs much of a new chunk's tick (docs/performance.md, "Behind the engine's constants").
 SMALL_WINDOW = 256
 
 
@@ -47,8 +47,8 @@ def sorted_quantile(ordered: Sequence[float], q: float) -> float:
 
 def largest_difference(a: FloatArray, b: FloatArray, index: list[int] | None = None) -> float:
     """``max |a - b|`` over two vectors of at most ``limits.MAX_ACTION_DIM`` values (over the
-    dimensions in ``index`` only, if given), in plain Python: on the control thread right
-    after a sleep numpy's took 65 µs, this 27 (bench/results/cold_cache.md)."""
+    dimensions in ``index`` only, if given), in plain Python: on the control thread, right
+    after a sleep, a numpy reduction over so few values costs more."""
     if index is None:
         return max(map(abs, map(operator.sub, a.tolist(), b.tolist())), default=0.0)
     left, right = a.tolist(), b.tolist()
@@ -87,19 +87,21 @@ class SampleWindow:
         return max(self._samples) if self._samples else math.nan
 
 
-# A tuple, not a frozen dataclass: one is made every tick, and a frozen dataclass took four
-# times as long to build (timeit: 1.6 against 0.4 µs).
-class Handed(NamedTuple):
-    """An action a tick handed out, recorded once it went out (``PlaybackStats.commit``).
-    ``steady``: it continues the chunk playing (no seam, no hand-over, no underrun to close).
-    ``action``: what was sent (None: ``raw``); ``blended``: a hand-over corrected it."""
+# A tuple, not a frozen dataclass: one is made every tick, as a ``tick.Tick`` is; and the
+# common tick's record is its first four fields, since keywords cost more than the rest.
+class ActionRecord(NamedTuple):
+    """What the statistics keep of an action a tick handed out, counted once it went out
+    (``PlaybackStats.commit``). The defaults are the common tick's: a step that continues
+    the chunk playing (``steady``: no seam, no hand-over, no underrun to close), sent as
+    planned. ``action``: what was sent (None: ``raw``); ``blended``: a hand-over corrected
+    it."""
 
     now: float
     raw: FloatArray  # the planned step before any seam blending
     staleness_s: float
     period_s: float
-    new_chunk: bool
-    steady: bool
+    new_chunk: bool = False
+    steady: bool = True
     action: FloatArray | None = None
     blended: bool = False
 
@@ -207,32 +209,32 @@ class PlaybackStats:
             self.seam_steps.add(step)
             self.max_seam_step = max(self.max_seam_step, step)
 
-    def commit(self, handed: Handed) -> None:
+    def commit(self, record: ActionRecord) -> None:
         """Record an action that went out (only those count). A command right after another
         of the same chunk (the engine's common tick) takes the short way."""
         last = self._last_action_at
-        if not handed.steady or last is None:
+        if not record.steady or last is None:
             self.action(
-                handed.now,
-                handed.raw,
-                period_s=handed.period_s,
-                new_chunk=handed.new_chunk,
-                staleness_s=handed.staleness_s,
-                sent=handed.action,
-                blended=handed.blended,
+                record.now,
+                record.raw,
+                period_s=record.period_s,
+                new_chunk=record.new_chunk,
+                staleness_s=record.staleness_s,
+                sent=record.action,
+                blended=record.blended,
             )
             return
         if self._seam_step is not None and self._last_sent is not None:  # back on the plan
-            step = largest_difference(handed.raw, self._last_sent, self.arm_index)
+            step = largest_difference(record.raw, self._last_sent, self.arm_index)
             self._seam_step = max(self._seam_step, step)
             self.close_seam()
-        now = handed.now
+        now = record.now
         if now - last > self.max_gap_s:
             self.max_gap_s = now - last
         self.actions += 1
-        self.staleness.add(handed.staleness_s)
+        self.staleness.add(record.staleness_s)
         self._last_action_at = now
-        self._last_raw = self._last_sent = handed.raw
+        self._last_raw = self._last_sent = record.raw
 
     def underrun(self, now: float) -> float:
         """A tick after the first command with nothing to play; returns the gap so far."""

@@ -34,7 +34,8 @@ def refusal(validate: Callable[[FloatArray], Any] | None, action: FloatArray) ->
 
 #: Sleeps up to this long are plain ``time.sleep``: the loop checks the event before each
 #: tick, so a close is seen within this. ``Event.wait`` takes a lock and a condition on
-#: every call: 33 µs right after a sleep, about a steady tick (bench/results/cold_cache.md).
+#: every call, which costs about a steady tick (docs/performance.md, "Behind the engine's
+#: constants").
 PLAIN_SLEEP_S = 0.05
 
 

@@ -2,8 +2,8 @@
 ``metadata.yaml`` and one ``.mcap`` file, CDR messages, written with ``rosbags``.
 
 Why rosbags (and not ``mcap`` with ``mcap-ros2-support``): it writes the bag directory with
-its metadata, which ``ros2 bag info`` and ``ros2 bag play`` read, needs no ROS, and
-serialized and wrote a joint state in 24.5 µs against 52.1 (bench/results/recording.md).
+its metadata, which ``ros2 bag info`` and ``ros2 bag play`` read, needs no ROS, and is the
+faster of the two (docs/recording.md, "Cost and size").
 Format version 8, the newest whose QoS profiles Humble's rosbag2 parses (9 writes them in a
 form Humble does not read).
 """
@@ -90,7 +90,8 @@ class BagFile:
         self.bytes_written += len(data)
 
     def add_topic(self, topic: str, msgtype: str) -> Any:
-        """Make a topic's connection: rosbags writes its QoS as YAML, 3-4 ms of Python."""
+        """Make a topic's connection. Slow (rosbags writes its QoS as YAML), so topics are
+        made before the episode wherever the recorder knows them."""
         connection = self._writer.add_connection(
             topic, msgtype, typestore=self._rosbags.typestore,
             offered_qos_profiles=[self._rosbags.qos],

@@ -6,10 +6,10 @@ import math
 from dataclasses import dataclass
 from os import PathLike, fspath
 
-#: Default image rate per camera view. Two 224x224 views at 2 Hz are about 2.9 MB a minute
-#: of a pi05-droid episode, the joint and chunk topics 0.3 MB (bench/results/recording.md).
+#: Default image rate per camera view: enough to see what the arm saw, at a size a long
+#: episode can keep (docs/recording.md, "Cost and size").
 DEFAULT_IMAGE_HZ = 2.0
-#: Default size cap of one bag: at the rate above, about two hours of an episode.
+#: Default size cap of one bag: hours of an episode at the rate above.
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 #: Messages waiting for the writer thread before new ones are dropped (and counted): at
 #: 200 Hz, 20 s of commands.

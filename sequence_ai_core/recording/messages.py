@@ -2,9 +2,10 @@
 
 ``rosbags`` (imported by whoever builds a ``Messages``) defines the types, from ROS 2
 Humble's definitions, which Jazzy's match for every type used here. Commands, one a tick,
-skip its generic serializer: a command's bytes are its layout's, fixed for the run, and the
-action's float64 values, which end the message (6.2 against 0.6 µs a command, measured with
-rosbags 0.11.9; ``test_recording_messages`` holds the two byte-equal).
+skip its generic serializer, which costs several times more: a command's bytes are its
+layout's, fixed for the run, and the action's float64 values, which end the message
+(docs/performance.md, "Figures the code relies on"; ``test_recording_messages`` holds the
+two byte-equal).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ class Messages:
         self._command_prefix: dict[tuple[str, int], bytes] = {}
 
     def warm(self) -> None:
-        """Serialize one of each type: rosbags compiles a type's serializer on first use
-        (7 ms for a DiagnosticStatus), which must not happen during an episode."""
+        """Serialize one of each type: rosbags compiles a type's serializer on first use,
+        which would hold up the writer during an episode."""
         empty = np.empty(0, dtype=np.float64)
         self.joint_state(0, (), empty, empty)
         self.image(0, "", b"", "jpeg")

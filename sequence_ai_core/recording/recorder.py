@@ -2,8 +2,8 @@
 
 ``FlightRecorder`` is a ``playback.journal.Journal``: the engine, the episode and the driver
 tell it what happens, on the control thread, where each call only appends a tuple to a
-queue (a command: 0.8 µs of thread CPU, 1.1 µs with the copy of a blended one, over 20,000
-calls). A writer thread turns the records into messages and writes them (``writer``).
+queue (its cost: docs/performance.md, "Figures the code relies on"). A writer thread turns
+the records into messages and writes them (``writer``).
 Nothing here may stop an arm or hold up a tick: when the queue is full, the bag over its
 cap, the path unwritable or the disk full, records are dropped and counted, one warning
 says why, and the episode goes on.
@@ -35,9 +35,9 @@ log = logging.getLogger(__name__)
 POLL_S = 0.05
 #: How long ``close`` waits for the writer by default (``run()`` returns a finished bag).
 DEFAULT_CLOSE_WAIT_S = 10.0
-#: The writer lets the control thread have the interpreter after this long: a record is
-#: 5-300 µs of Python, and a waiting thread otherwise gets the interpreter only after the
-#: switch interval (5 ms).
+#: The writer lets the control thread have the interpreter after this long: a record can
+#: take longer than a tick may wait, and a waiting thread otherwise gets the interpreter
+#: only after the switch interval (``sys.getswitchinterval()``).
 SLICE_S = 0.0002
 
 
@@ -49,7 +49,7 @@ class FlightRecorder:
     ``secrets``: texts never written (default: the keys of every open connection). ``warn``
     reports why recording stopped (default: a logged warning). ``views``: the camera views
     expected, whose topics are made before the episode (a view seen later gets its topic
-    then, at a cost of 4 ms on the writer thread).
+    then, on the writer thread, which making one holds up).
     """
 
     def __init__(

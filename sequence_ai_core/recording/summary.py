@@ -19,7 +19,7 @@ def _count(value: float) -> str:
     return "-" if not math.isfinite(value) else f"{int(value)}"
 
 
-def _seconds(value: float) -> str:
+def _show_s(value: float) -> str:
     return "-" if not math.isfinite(value) else f"{value:.3f} s"
 
 
@@ -46,7 +46,7 @@ def _rows(unit: str, dims: str) -> list[Row]:
         ("requests", "requests", "requests", _count),
         ("underrun ticks", "underruns", "underruns", _count),
         ("stalls (underrun spells)", "stalls", "stalls", _count),
-        ("underrun time", "underrun_s", "underrun_s", _seconds),
+        ("underrun time", "underrun_s", "underrun_s", _show_s),
         ("duty cycle", "duty_cycle", "duty_cycle", _percent),
         ("max gap between commands", "max_gap_s", "max_gap_s", _ms),
         ("seams", "seams", None, _count),
@@ -55,14 +55,14 @@ def _rows(unit: str, dims: str) -> list[Row]:
         (f"max seam step, sent ({unit}, {dims})", "max_seam_step", "max_seam_step", _amount),
         ("seam step p95", "seam_step_p95", "seam_step_p95", _amount),
         (f"max step between commands ({dims})", "max_step", None, _amount),
-        ("refill latency p50", "latency_p50_s", "latency_p50_s", _seconds),
-        ("refill latency p95", "latency_p95_s", "latency_p95_s", _seconds),
-        ("plan age p50", "staleness_p50_s", "staleness_p50_s", _seconds),
-        ("plan age p95", "staleness_p95_s", "staleness_p95_s", _seconds),
+        ("refill latency p50", "latency_p50_s", "latency_p50_s", _show_s),
+        ("refill latency p95", "latency_p95_s", "latency_p95_s", _show_s),
+        ("plan age p50", "staleness_p50_s", "staleness_p50_s", _show_s),
+        ("plan age p95", "staleness_p95_s", "staleness_p95_s", _show_s),
         ("stale steps skipped", "skipped_stale", "skipped_stale", _count),
         ("late steps skipped", "skipped_late", "skipped_late", _count),
         # not compared: the outcome's runs from the first tick to the stop
-        ("elapsed (bag: first to last message)", "elapsed_s", None, _seconds),
+        ("elapsed (bag: first to last message)", "elapsed_s", None, _show_s),
     ]
     return [(label, of(field, show), recorded, show) for label, field, recorded, show in rows]
 
@@ -85,7 +85,7 @@ def summary(episode: RecordedEpisode, measures: Measures | None = None) -> str:
         f"  outcome: {outcome.get('reason', 'none recorded')}"
         + (f" ({outcome['error']})" if outcome.get("error", "None") not in ("", "None") else "")
         + (
-            f", {_recorded(outcome, 'elapsed_s', _seconds)} from the first tick"
+            f", {_recorded(outcome, 'elapsed_s', _show_s)} from the first tick"
             if "elapsed_s" in outcome
             else ""
         ),

@@ -67,8 +67,8 @@ class RecordWriter:
 
     def open(self, views: Sequence[str] = ()) -> None:
         """Before the episode, on the caller's thread: creating the bag and its topics and
-        compiling rosbags' serializers hold the interpreter for about 30 ms, which on the
-        writer thread had made a tick 5.7 ms late (bench/results/recording.md)."""
+        compiling rosbags' serializers hold the interpreter long enough to make a tick late
+        if the writer thread did it during the episode."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._bag = BagFile(self.path, self._rosbags)

@@ -1,9 +1,10 @@
 """The output types: one module each, and this registry, the only list of them.
 
 Every module here except ``base`` defines ``OUTPUT``, an ``OutputType``. The parameter's
-choices (params.py), the node's publishers and messages (command_sink.py) and the simulated
-arm's subscriptions (sim_arm_node.py) all look output types up here, so adding one is adding
-a module (docs/node.md's parameter table, generated from declarations.py, then lists it).
+choices (parameters/table.py), the node's publishers and messages (command_sink.py) and the
+simulated arm's subscriptions (sim_arm_node.py) all look output types up here, so adding one
+is adding a module (docs/node.md's parameter table, generated from parameters/table.py, then
+lists it).
 What the simulated arm reads from a message is the simulator's (``sequence_ai_sim.commands``),
 by message type: only an output type with a message type new to it needs a reader there.
 """

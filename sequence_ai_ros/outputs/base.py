@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.node_api import FloatArray
 
 from ..conversions import Command, MessageTypes
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.node_api import FloatArray
 
 from .. import conversions as conv
 from .base import Envelope, OutputType

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.node_api import FloatArray
 
 from .. import conversions as conv
 from .base import Envelope, OutputType

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.node_api import FloatArray
 
 from .. import conversions as conv
 from .base import Envelope, OutputType, Point
@@ -29,7 +29,7 @@ class JointTrajectoryOutput(OutputType):
         self, envelope: Envelope, command: conv.Command, *, with_gripper: bool, velocities: bool
     ) -> Any:
         # Non-zero velocities only where the controller takes them at the last point
-        # (params.py): Jazzy's default rejects a trajectory that ends moving.
+        # (parameters/relations.py): Jazzy's default rejects a trajectory that ends moving.
         speeds = command.velocities
         if speeds is not None and np.any(speeds != 0.0) and not velocities:
             speeds = None

@@ -27,7 +27,8 @@ from sequence_ai_core.gateway.backend import check_against_entry
 from sequence_ai_core.gateway.wire import parse_prediction
 from sequence_ai_core.openpi import profile_from_mapping
 from sequence_ai_core.playback import plan
-from sequence_ai_core.playback.plan import ChunkPlan, prepare
+from sequence_ai_core.playback.plan import ChunkPlan
+from sequence_ai_core.playback.ready import prepare
 from sequence_ai_core.playback.stats import PlaybackStats
 from sequence_ai_core.types import (
     ActionChunk,

@@ -74,7 +74,16 @@ WARMING_BODIES: list[dict[str, Any]] = [
 ]
 
 
-@pytest.mark.parametrize("body", WARMING_BODIES, ids=["newer", "older"])
+BOTH_SHAPES: dict[str, Any] = {
+    "detail": {"status": "warming_up", "retry_after_s": 118, "message": "worker is starting"},
+    "code": "warming",
+    "retryable": True,
+    "retry_after_s": 118,
+}
+WARMING_BODIES.append(BOTH_SHAPES)
+
+
+@pytest.mark.parametrize("body", WARMING_BODIES, ids=["newer", "older", "both"])
 def test_warming_reads_retry_after_from_body(
     sim: GatewaySimulator, policy: Policy, body: dict[str, Any]
 ) -> None:
@@ -100,6 +109,32 @@ def test_warming_falls_back_to_retry_after_header(
     assert error.retry_after_s == 7.0
 
 
+@pytest.mark.parametrize(
+    ("newer", "warming", "code", "retry_after_s"),
+    [
+        ({"code": "warming", "retry_after_s": 118}, True, "warming", 118.0),
+        ({"code": "unavailable"}, False, "unavailable", 90.0),  # busy: the wait is the older's
+        ({"code": 7, "retry_after_s": 5}, True, "warming_up", 5.0),  # a code that is not text
+        ({}, True, "warming_up", 90.0),
+    ],
+    ids=["agree", "newer-says-busy", "code-not-text", "older-alone"],
+)
+def test_a_body_of_both_shapes_is_read_by_its_newer_fields(
+    sim: GatewaySimulator,
+    policy: Policy,
+    newer: dict[str, Any],
+    warming: bool,
+    code: str,
+    retry_after_s: float,
+) -> None:
+    older = {"status": "warming_up", "retry_after_s": 90, "message": "worker is starting"}
+    sim.inject(Fault.status(503, body={"detail": older, **newer}))
+    error = _raised(policy)
+    assert isinstance(error, Unavailable)
+    assert (error.warming, error.code, error.retry_after_s) == (warming, code, retry_after_s)
+    assert error.message == "worker is starting"
+
+
 def test_cold_start_is_warming(clean_env: object) -> None:
     with (
         GatewaySimulator(api_key=TEST_KEY, cold_start_s=60.0) as cold,
@@ -107,7 +142,7 @@ def test_cold_start_is_warming(clean_env: object) -> None:
     ):
         error = _raised(handle)
     assert isinstance(error, Unavailable)
-    assert error.warming is True
+    assert error.warming is True and error.code == "warming"  # the newer field, by default
     assert error.retry_after_s is not None and 0 < error.retry_after_s <= 60
 
 
@@ -310,3 +345,26 @@ def test_every_error_class_is_exported_from_the_package() -> None:
         assert cls.__name__ in sai.__all__
     assert issubclass(sai.Stalled, sai.Unavailable)
     assert issubclass(sai.ConfigurationError, ValueError)
+
+
+def test_the_hierarchy_drawn_in_errors_is_the_classes() -> None:
+    """errors.py's docstring draws its classes as a tree: every class it defines is drawn,
+    under the class it derives from."""
+    from sequence_ai_core import errors
+
+    drawn: dict[str, str | None] = {}
+    parents: list[str] = []  # the class drawn last at each depth
+    for line in (errors.__doc__ or "").splitlines():
+        found = re.match(r"^(?P<indent>[ │]*)(?:[├└]── )?(?P<name>[A-Z]\w+)\s{2,}", line)
+        if found is None or not hasattr(errors, found["name"]):
+            continue
+        depth = (len(found["indent"]) - 4) // 4 + (1 if "──" in line else 0)
+        del parents[depth:]
+        drawn[found["name"]] = parents[-1] if parents else None
+        parents.append(found["name"])
+    defined = {
+        name: next((b.__name__ for b in cls.__bases__ if issubclass(b, SequencesError)), None)
+        for name, cls in vars(errors).items()
+        if isinstance(cls, type) and issubclass(cls, SequencesError)
+    }
+    assert drawn == defined

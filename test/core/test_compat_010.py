@@ -11,6 +11,11 @@ from __future__ import annotations
 import base64
 import io
 import math
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,7 +27,14 @@ from hypothesis import strategies as st
 from PIL import Image
 from support import TEST_KEY
 
-from sequence_ai_core import ImageFrame, Observation, Proprioception, connect, encode_image
+from sequence_ai_core import (
+    ImageFrame,
+    Observation,
+    Proprioception,
+    Unavailable,
+    connect,
+    encode_image,
+)
 from sequence_ai_core.images import image_bytes
 from sequence_ai_sim import GatewaySimulator
 
@@ -142,10 +154,12 @@ def test_010_run_against_the_simulator(sim: GatewaySimulator, legacy_env: None) 
     assert {record["status"] for record in sim.received} == {200}
 
 
-def test_010_run_waits_out_a_cold_start(legacy_env: None) -> None:
-    """0.1.0 waits only on the older ``warming_up`` body, as its gateway sent it."""
+@pytest.mark.parametrize("shape", ["both", "older"])
+def test_010_run_waits_out_a_cold_start(legacy_env: None, shape: str) -> None:
+    """0.1.0 waits only on the older ``warming_up`` object: the simulator's default body
+    carries it, as the older body of its day did."""
     with GatewaySimulator(
-        api_key=TEST_KEY, cold_start_s=1.2, latency_s=0.02, error_shape="older"
+        api_key=TEST_KEY, cold_start_s=1.2, latency_s=0.02, error_shape=shape
     ) as server:
         acted: list[list[float]] = []
         with (
@@ -163,6 +177,73 @@ def test_010_run_waits_out_a_cold_start(legacy_env: None) -> None:
     assert outcome.reason == "completed", outcome
     assert len(acted) == 5
     assert statuses[0] == 503 and statuses[-1] == 200
+
+
+COLD_START_S = 3.0
+
+
+@pytest.fixture
+def sim_command(legacy_env: None) -> Iterator[str]:
+    """``sequence-ai sim`` at its defaults but for a cold start and no model latency; its URL."""
+    command = [sys.executable, "-m", "sequence_ai_core.tools.cli", "sim", "--port", "0"]
+    command += ["--api-key", TEST_KEY, "--cold-start", f"{COLD_START_S:g}", "--latency", "0"]
+    process = subprocess.Popen(
+        command,
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        assert banner.startswith("gateway simulator on http://127.0.0.1:"), banner
+        yield banner.split()[3]
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=20.0)
+        assert process.returncode == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def test_010_sees_the_default_sim_command_warming(sim_command: str) -> None:
+    """Code written for 0.1.0, pointed at ``sequence-ai sim`` with its default error shape,
+    sees a cold worker as 0.1.0 sees one (``warming``, the wait, the job id) and waits it
+    out; this client reads the same answer by its newer fields."""
+    with (
+        sai010.connect("pi05-droid", base_url=sim_command) as policy,
+        pytest.raises(sai010.Unavailable) as older,
+    ):
+        policy.predict(observation_010())
+    assert older.value.status == 503 and older.value.warming is True
+    assert older.value.retry_after_s is not None and 0 < older.value.retry_after_s <= COLD_START_S
+    assert older.value.job_id and "warming up" in str(older.value)
+
+    frame = ImageFrame("exterior_1", JPEG)
+    with (
+        connect("pi05-droid", api_key=TEST_KEY, base_url=sim_command) as handle,
+        pytest.raises(Unavailable) as newer,
+    ):
+        handle.predict(Observation(Proprioception(JOINTS), images=[frame]))
+    assert newer.value.warming is True and newer.value.code == "warming"
+    assert newer.value.retry_after_s is not None and 0 < newer.value.retry_after_s <= COLD_START_S
+
+    acted: list[list[float]] = []
+    with (
+        pytest.warns(UserWarning, match="warming"),
+        sai010.connect("pi05-droid", base_url=sim_command) as policy,
+    ):
+        outcome = policy.run(
+            observation_010,
+            acted.append,
+            max_actions=5,
+            validate=lambda action: True,
+            startup_timeout_s=COLD_START_S + 10.0,
+        )
+    assert outcome.reason == "completed", outcome
+    assert len(acted) == 5
 
 
 # ------------------------------------------------------------------ 0.1.0 habits in this client

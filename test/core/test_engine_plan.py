@@ -19,7 +19,8 @@ from support import TEST_KEY
 from sequence_ai_core.errors import InvalidResponse
 from sequence_ai_core.playback.blends import rows_from
 from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine, Tick
-from sequence_ai_core.playback.plan import ChunkPlan, prepare
+from sequence_ai_core.playback.plan import ChunkPlan
+from sequence_ai_core.playback.ready import prepare
 from sequence_ai_core.playback.source import DriverGuard
 from sequence_ai_core.policy import Policy, connect
 from sequence_ai_core.types import ActionChunk, FloatArray, Observation, Prediction, Proprioception

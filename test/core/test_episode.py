@@ -180,7 +180,7 @@ def test_run_takes_one_run_config_and_its_keywords_win(
 def test_episode_drive_run_and_the_node_share_one_stall_bound() -> None:
     """One default for every driver: a bounded one (an arm held on an empty plan forever is
     no safe default), the ``RunConfig`` field's; and one rule for a bound given."""
-    from sequence_ai_ros.declarations import PARAMETERS
+    from sequence_ai_ros.parameters import PARAMETERS
 
     default = RunConfig().stall_timeout_s
     node = next(spec.default for spec in PARAMETERS if spec.name == "stall_timeout_s")

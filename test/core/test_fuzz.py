@@ -27,7 +27,7 @@ from sequence_ai_core import (
     SequencesError,
     Unavailable,
 )
-from sequence_ai_core.errors import error_from_response
+from sequence_ai_core.gateway.error_map import error_from_response
 from sequence_ai_core.gateway.wire import parse_prediction
 from sequence_ai_core.policy import Policy
 from sequence_ai_core.types import (

@@ -120,7 +120,7 @@ def test_without_the_openpi_extra_the_package_and_the_node_helpers_still_work() 
             sys.modules[name] = None
         import sequence_ai_core as sai
         from sequence_ai_core.openpi import BUILTIN
-        import sequence_ai_ros.params, sequence_ai_ros.episode
+        import sequence_ai_ros.parameters, sequence_ai_ros.episode
         sai.connect("pi05-droid", base_url="http://127.0.0.1:9", api_key="k").close()
         assert BUILTIN["droid"].action_dim == 8
         try:

@@ -11,7 +11,7 @@ import pytest
 from sequence_ai_core.playback.engine import Tick
 from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.playback.runner import drive
-from sequence_ai_core.playback.stats import Handed, PlaybackStats
+from sequence_ai_core.playback.stats import ActionRecord, PlaybackStats
 from sequence_ai_core.types import FloatArray, Observation
 
 PERIOD = 0.1
@@ -46,7 +46,9 @@ class ScriptedPlayer:
         return Tick(np.zeros(2), "action", 1, len(self.ticks), False, 0.0)
 
     def commit(self) -> None:
-        self.stats.commit(Handed(self.ticks[-1], np.zeros(2), 0.0, PERIOD, False, False))
+        self.stats.commit(
+            ActionRecord(self.ticks[-1], np.zeros(2), 0.0, PERIOD, new_chunk=False, steady=False)
+        )
 
     def wait_any(self, timeout_s: float) -> bool:
         return False

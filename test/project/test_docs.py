@@ -8,6 +8,7 @@ floor tiers test the installed copy, not the source tree).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import re
 import sys
@@ -78,7 +79,7 @@ def test_the_generated_tables_cover_every_source_entry() -> None:
     """Every parameter, error class and command is a row or a heading of its table."""
     from sequence_ai_core import errors
     from sequence_ai_core.tools import cli
-    from sequence_ai_ros.declarations import PARAMETERS
+    from sequence_ai_ros.parameters import PARAMETERS
 
     node = (DOCS / "node.md").read_text(encoding="utf-8")
     assert all(f"| `{spec.name}` |" in node for spec in PARAMETERS)
@@ -98,11 +99,10 @@ def test_the_generated_tables_cover_every_source_entry() -> None:
 def test_a_changed_source_shows_as_a_disagreement(monkeypatch: pytest.MonkeyPatch) -> None:
     """The check compares with the source, not with itself: a parameter whose meaning
     changes makes the page disagree, and the rewrite keeps the hand-written advice."""
-    from sequence_ai_ros import declarations
+    from sequence_ai_ros.parameters import PARAMETERS
 
-    spec = declarations.PARAMETERS[0]
-    changed = declarations.ParamSpec(spec.name, spec.kind, spec.default, "Another meaning.")
-    monkeypatch.setattr(generate, "PARAMETERS", (changed, *declarations.PARAMETERS[1:]))
+    changed = dataclasses.replace(PARAMETERS[0], meaning="Another meaning.")
+    monkeypatch.setattr(generate, "PARAMETERS", (changed, *PARAMETERS[1:]))
     node = (DOCS / "node.md").read_text(encoding="utf-8")
     assert "Another meaning." in generate.render(node) != node
     errors_page = (DOCS / "errors.md").read_text(encoding="utf-8")

@@ -207,7 +207,7 @@ def check_layout(install: Path, *, symlink: bool) -> None:
 
 IMPORTS = """
 import json, sys
-import sequence_ai_ros, sequence_ai_ros.params
+import sequence_ai_ros, sequence_ai_ros.parameters.table
 from sequence_ai_ros.action import RunEpisode
 from sequence_ai_ros.msg import RunOutcome
 from sequence_ai_ros.srv import ValidateChunk
@@ -221,7 +221,7 @@ classes = {
 }
 json.dump({
     "init": sequence_ai_ros.__file__,
-    "params": sequence_ai_ros.params.__file__,
+    "params": sequence_ai_ros.parameters.table.__file__,
     "goal": [goal.instruction, goal.max_actions],
     "outcome": [outcome.model, outcome.reason, outcome.actions, outcome.episode],
     "fields": {name: [list(c.get_fields_and_field_types()) for c in found]
@@ -240,7 +240,7 @@ def check_imports(install: Path, source: Path) -> None:
     site = next((install / PACKAGE).glob("lib/python3*/site-packages"))
     assert Path(found["init"]) == site / PACKAGE / "__init__.py"
     assert Path(found["init"]).read_bytes() == (source / PACKAGE / "__init__.py").read_bytes()
-    assert Path(found["params"]) == site / PACKAGE / "params.py"
+    assert Path(found["params"]) == site / PACKAGE / "parameters" / "table.py"
     assert found["goal"] == ["x", 3]
     assert found["outcome"] == ["m", "completed", 3, 0]
     assert found["modules"] == []

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sequence_ai_ros import params
+from sequence_ai_ros import parameters
 from sequence_ai_sim import CATALOGUE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,9 +24,9 @@ def node_parameters(path: Path) -> dict[str, Any]:
 
 def test_pi05_droid_config_is_complete_typed_and_valid() -> None:
     values = node_parameters(ROOT / "config" / "pi05_droid.yaml")
-    specs = {spec.name: spec for spec in params.PARAMETERS}
+    specs = {spec.name: spec for spec in parameters.PARAMETERS}
     assert set(values) == set(specs)  # every parameter documented, nothing unknown
-    assert not params.secret_parameter_names(list(values))
+    assert not parameters.secret_parameter_names(list(values))
     for name, value in values.items():
         kind = specs[name].kind
         if kind.endswith("_array"):
@@ -35,10 +35,10 @@ def test_pi05_droid_config_is_complete_typed_and_valid() -> None:
             assert all(type(v) is element for v in value), f"{name}: {value}"
         else:
             assert type(value) is PYTHON_KIND[kind], f"{name}: {value!r}"
-    config = params.parse(values)
+    config = parameters.parse(values)
     model = CATALOGUE["pi05-droid"]
     warnings: list[str] = []
-    params.check_against_model(config, model.action_dim, model.camera_views, warnings.append)
+    parameters.check_against_model(config, model.action_dim, model.camera_views, warnings.append)
     assert warnings == [] and config.gripper_dims == 1 and len(config.joint_names) == 7
 
 
@@ -69,9 +69,9 @@ def test_launch_files_define_a_description_and_no_key_parameter(name: str) -> No
         for key in n.keys
         if isinstance(key, ast.Constant) and isinstance(key.value, str)
     ]
-    assert not params.secret_parameter_names(keys)
+    assert not parameters.secret_parameter_names(keys)
     if name == "sim.launch.py":  # the policy node's parameters there are all declared ones
-        declared = {spec.name for spec in params.PARAMETERS}
+        declared = {spec.name for spec in parameters.PARAMETERS}
         assert {"base_url", "joint_names", "gripper_topic", "autostart"} <= set(keys)
         assert set(keys) - declared <= {"model", "command_type", "image_format", "controller"}
 
@@ -136,17 +136,17 @@ def test_openpi_config_is_complete_typed_and_matches_the_droid_profile() -> None
     from sequence_ai_core.openpi import BUILTIN
 
     values = node_parameters(ROOT / "config" / "openpi_droid.yaml")
-    specs = {spec.name: spec for spec in params.PARAMETERS}
+    specs = {spec.name: spec for spec in parameters.PARAMETERS}
     assert set(values) == set(specs)
     for name, value in values.items():
         kind = specs[name].kind
         if not kind.endswith("_array"):
             assert type(value) is PYTHON_KIND[kind], f"{name}: {value!r}"
-    config = params.parse(values)
+    config = parameters.parse(values)
     assert (config.base_url, config.profile) == ("ws://127.0.0.1:8000", "droid")
     droid = BUILTIN["droid"]
     warnings: list[str] = []
-    params.check_against_model(config, droid.action_dim, droid.views, warnings.append)
+    parameters.check_against_model(config, droid.action_dim, droid.views, warnings.append)
     assert warnings == [] and all(not c.compressed for c in config.cameras)
 
 
@@ -156,8 +156,8 @@ def test_openpi_config_is_complete_typed_and_matches_the_droid_profile() -> None
 )
 def test_a_profile_goes_with_a_websocket_url_and_only_with_one(base_url: str, profile: str) -> None:
     values = node_parameters(ROOT / "config" / "openpi_droid.yaml")
-    with pytest.raises(params.ParameterError):
-        params.parse({**values, "base_url": base_url, "profile": profile})
+    with pytest.raises(parameters.ParameterError):
+        parameters.parse({**values, "base_url": base_url, "profile": profile})
 
 
 @pytest.mark.parametrize("hz", [0.5, 2000.0, -1.0, math.nan])
@@ -167,8 +167,8 @@ def test_a_control_rate_the_core_refuses_is_a_parameter_error_naming_control_hz(
     """What configure refuses (the node stays unconfigured, the message names the
     parameter) instead of connect() raising a bare ValueError with a traceback."""
     values = node_parameters(ROOT / "config" / "pi05_droid.yaml")
-    with pytest.raises(params.ParameterError) as info:
-        params.parse({**values, "control_hz": hz})
+    with pytest.raises(parameters.ParameterError) as info:
+        parameters.parse({**values, "control_hz": hz})
     assert info.value.name == "control_hz"
     assert str(info.value).startswith("parameter 'control_hz': must be in [1, 1000] Hz")
 
@@ -180,7 +180,7 @@ def test_control_hz_zero_is_the_chunks_own_rate_and_the_bounds_are_taken(
     hz: float, parsed: float | None
 ) -> None:
     values = node_parameters(ROOT / "config" / "pi05_droid.yaml")
-    assert params.parse({**values, "control_hz": hz}).run.control_hz == parsed
+    assert parameters.parse({**values, "control_hz": hz}).run.control_hz == parsed
 
 
 def test_the_package_says_it_supports_both_distros() -> None:

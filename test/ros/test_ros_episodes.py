@@ -7,7 +7,7 @@ import numpy as np
 
 from sequence_ai_core.playback.episode import Episode
 from sequence_ai_core.playback.outcome import RunOutcome
-from sequence_ai_core.playback.stats import Handed, PlaybackStats
+from sequence_ai_core.playback.stats import ActionRecord, PlaybackStats
 from sequence_ai_ros.episode import Episodes
 
 
@@ -19,7 +19,7 @@ class Counted:
 
     def commit(self) -> None:
         now = float(self.stats.actions)
-        self.stats.commit(Handed(now, np.zeros(2), 0.0, 0.1, False, False))
+        self.stats.commit(ActionRecord(now, np.zeros(2), 0.0, 0.1, new_chunk=False, steady=False))
 
     def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome:
         return self.stats.outcome(

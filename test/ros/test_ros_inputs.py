@@ -8,13 +8,13 @@ import io
 from PIL import Image as PILImage
 from support.node_params import raw_params
 
-from sequence_ai_ros import params
+from sequence_ai_ros import parameters
 from sequence_ai_ros.inputs import InputStore, RawImage
 
 
 def test_inputs_stale_missing_and_images() -> None:
     clock = [100.0]
-    config = params.parse(
+    config = parameters.parse(
         raw_params(
             joint_names=["a", "b"],
             camera_views=["front", "wrist"],
@@ -47,7 +47,7 @@ def test_inputs_stale_missing_and_images() -> None:
 
 def test_arm_stale_ends_motion_on_an_old_or_unusable_reading_not_before_the_first() -> None:
     clock = [10.0]
-    config = params.parse(raw_params(joint_names=["a", "b"], max_observation_age_s=0.5))
+    config = parameters.parse(raw_params(joint_names=["a", "b"], max_observation_age_s=0.5))
     store = InputStore(config, monotonic=lambda: clock[0])
     assert store.arm_stale(0.5) is None  # nothing received: nothing can have been sent
     store.on_joint_state(["a", "b"], [0.1, 0.2], [])

@@ -1,4 +1,4 @@
-"""The node's parameters (sequence_ai_ros/params.py): parsed and checked into NodeConfig, named
+"""The node's parameters (sequence_ai_ros/parameters.py): parsed and checked into NodeConfig, named
 when wrong, and the core's run settings, pool and backend derived from them."""
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from sequence_ai_core.playback.engine_config import (
 )
 from sequence_ai_core.policy import connect
 from sequence_ai_core.types import Model
-from sequence_ai_ros import params
+from sequence_ai_ros import parameters
 from sequence_ai_sim import GatewaySimulator
 
 JOINTS = [f"j{i}" for i in range(7)]
 
 
 def test_defaults_parse_and_fill_hardware_id() -> None:
-    config = params.parse(raw_params())
+    config = parameters.parse(raw_params())
     assert config.model == "pi05-droid"
     assert config.hardware_id == "sequence-ai:pi05-droid"
     assert config.run.control_hz is None and config.base_url is None
@@ -36,16 +36,16 @@ def test_defaults_parse_and_fill_hardware_id() -> None:
 
 def test_the_node_settings_are_the_core_run_config() -> None:
     """One dataclass drives run() and the node: same fields, same defaults, one parser."""
-    assert params.parse(raw_params()).run == RunConfig()
-    assert set(params.RUN_PARAMETERS) == {f.name for f in fields(RunConfig)} & {
-        spec.name for spec in params.PARAMETERS
+    assert parameters.parse(raw_params()).run == RunConfig()
+    assert set(parameters.RUN_PARAMETERS) == {f.name for f in fields(RunConfig)} & {
+        spec.name for spec in parameters.PARAMETERS
     }
-    assert len(params.RUN_PARAMETERS) == 11  # gripper_dims is both the node's and the engine's
-    defaults = {spec.name: spec.default for spec in params.PARAMETERS}
-    for name in params.RUN_PARAMETERS:
+    assert len(parameters.RUN_PARAMETERS) == 11  # gripper_dims is both the node's and the engine's
+    defaults = {spec.name: spec.default for spec in parameters.PARAMETERS}
+    for name in parameters.RUN_PARAMETERS:
         core = getattr(RunConfig(), name)
         assert defaults[name] == (0.0 if name == "control_hz" else core), name
-    changed = params.parse(raw_params(max_in_flight=1, control_hz=20.0, stall_timeout_s=3))
+    changed = parameters.parse(raw_params(max_in_flight=1, control_hz=20.0, stall_timeout_s=3))
     assert changed.run == RunConfig(max_in_flight=1, control_hz=20.0, stall_timeout_s=3.0)
     entry = Model("accounts/x/models/m", "m", "act", "a", "r", 7, 15, 30.0, ("exterior_1",))
     settings = changed.run.with_catalogue(entry)  # what an episode's engine gets
@@ -71,8 +71,8 @@ def test_a_run_setting_the_core_refuses_is_named_with_the_cores_reason(
 ) -> None:
     with pytest.raises(InvalidSetting) as core:
         RunConfig(**{name: value})
-    with pytest.raises(params.ParameterError) as node:
-        params.parse(raw_params(**{name: value}))
+    with pytest.raises(parameters.ParameterError) as node:
+        parameters.parse(raw_params(**{name: value}))
     assert node.value.name == name
     assert node.value.problem.startswith(core.value.problem)
 
@@ -106,27 +106,29 @@ def test_a_run_setting_the_core_refuses_is_named_with_the_cores_reason(
     ],
 )
 def test_bad_parameter_is_named(changes: dict[str, Any], bad: str) -> None:
-    with pytest.raises(params.ParameterError) as info:
-        params.parse(raw_params(**changes))
+    with pytest.raises(parameters.ParameterError) as info:
+        parameters.parse(raw_params(**changes))
     assert info.value.name == bad
     assert f"parameter '{bad}'" in str(info.value)
 
 
 def test_model_cross_checks_name_the_parameter() -> None:
-    config = params.parse(raw_params(joint_names=JOINTS[:6], gripper_dims=1))
-    with pytest.raises(params.ParameterError, match=r"joint_names.*6 joints.*leave 7"):
-        params.check_against_model(config, 8, ("exterior_1",), print)
-    config = params.parse(raw_params(camera_views=["top"], camera_topics=["/top"]))
-    with pytest.raises(params.ParameterError, match="camera_views"):
-        params.check_against_model(config, 8, ("exterior_1",), print)
+    config = parameters.parse(raw_params(joint_names=JOINTS[:6], gripper_dims=1))
+    with pytest.raises(parameters.ParameterError, match=r"joint_names.*6 joints.*leave 7"):
+        parameters.check_against_model(config, 8, ("exterior_1",), print)
+    config = parameters.parse(raw_params(camera_views=["top"], camera_topics=["/top"]))
+    with pytest.raises(parameters.ParameterError, match="camera_views"):
+        parameters.check_against_model(config, 8, ("exterior_1",), print)
     warnings: list[str] = []
-    params.check_against_model(params.parse(raw_params()), 8, ("exterior_1",), warnings.append)
+    parameters.check_against_model(
+        parameters.parse(raw_params()), 8, ("exterior_1",), warnings.append
+    )
     assert warnings and "exterior_1" in warnings[0]
 
 
 def test_secret_looking_parameter_names() -> None:
     names = ["model", "api_key", "sequences.apiKey", "auth_token", "instruction", "SECRET"]
-    assert params.secret_parameter_names(names) == [
+    assert parameters.secret_parameter_names(names) == [
         "api_key",
         "sequences.apiKey",
         "auth_token",
@@ -136,9 +138,9 @@ def test_secret_looking_parameter_names() -> None:
 
 def test_every_parameter_has_a_declarable_kind() -> None:
     kinds = {"bool", "integer", "double", "string", "integer_array", "double_array", "string_array"}
-    assert {spec.kind for spec in params.PARAMETERS} <= kinds
+    assert {spec.kind for spec in parameters.PARAMETERS} <= kinds
     # An empty-list default would be declared BYTE_ARRAY by rclpy: arrays default to unset.
-    assert all(spec.default != [] for spec in params.PARAMETERS)
+    assert all(spec.default != [] for spec in parameters.PARAMETERS)
 
 
 @pytest.mark.parametrize(
@@ -151,7 +153,7 @@ def test_the_nodes_timer_period_is_the_engines(
     """The node's timer runs at ``engine.period_s`` from an episode's first tick: the
     parameter, else the catalogue's rate; only with neither does it poll for the first chunk."""
     entry = Model("accounts/x/models/m", "m", "act", "a", "r", 7, 15, catalogue_hz, ("v",))
-    settings = params.parse(raw_params(control_hz=control_hz)).run.with_catalogue(entry)
+    settings = parameters.parse(raw_params(control_hz=control_hz)).run.with_catalogue(entry)
     with (
         connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url) as policy,
         PlaybackEngine(policy, settings) as engine,
@@ -165,8 +167,8 @@ def test_the_node_sizes_its_pool_by_the_cores_rule(
 ) -> None:
     """configure connects with ``connect_arguments``: the pool the core's rule asks for, so
     that ``run()``'s own check of it passes with the node's ``max_in_flight``."""
-    config = params.parse(raw_params(base_url=sim.url, max_in_flight=max_in_flight))
-    arguments = params.connect_arguments(config)
+    config = parameters.parse(raw_params(base_url=sim.url, max_in_flight=max_in_flight))
+    arguments = parameters.connect_arguments(config)
     assert arguments["max_connections"] == connections_for(max_in_flight) == max_in_flight + 1
     with connect(api_key=TEST_KEY, **arguments) as policy:
         assert policy.max_connections == connections_for(max_in_flight)
@@ -177,5 +179,7 @@ def test_the_node_sizes_its_pool_by_the_cores_rule(
 
 def test_an_openpi_node_connects_to_its_url_with_its_profile() -> None:
     url = "ws://127.0.0.1:8000"
-    arguments = params.connect_arguments(params.parse(raw_params(base_url=url, profile="droid")))
+    arguments = parameters.connect_arguments(
+        parameters.parse(raw_params(base_url=url, profile="droid"))
+    )
     assert (arguments["model"], arguments["base_url"], arguments["profile"]) == (url, None, "droid")

@@ -9,12 +9,13 @@ from __future__ import annotations
 import signal
 
 import pytest
-from rcl_interfaces.msg import ParameterType
-from rcl_interfaces.srv import GetParameters
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+from rcl_interfaces.srv import DescribeParameters, GetParameters, SetParameters
 from std_msgs.msg import Float64MultiArray
 from support.realros import Tier, tier, wait_for
 from support.realros.nodes import PolicyNode, sim_arm
 
+from sequence_ai_ros import parameters
 from sequence_ai_sim import GatewaySimulator
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
@@ -109,6 +110,53 @@ def test_a_wrong_typed_parameter_leaves_the_node_unconfigured(
     assert lines and expected in lines[-1], node.output()
     status = node.status_where(lambda s: f"parameter '{name}'" in s.message, "a config status")
     assert status.level == b"\x02"  # ERROR: a person must fix the parameters
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [("jpeg_quality", 101, "must be 1..100, got 101"), ("record_image_hz", -1, "got -1.0")],
+)
+def test_an_override_outside_the_declared_range_leaves_the_node_unconfigured(
+    tier: Tier, sim: GatewaySimulator, name: str, value: int, says: str
+) -> None:
+    """rclpy refuses it at declare time (the descriptor's range); the node comes up all the
+    same, and configure names the parameter in its rule's words. An integer for a double is
+    taken as the double, and then refused by the range as well."""
+    node = PolicyNode(tier, sim, **{name: value})
+    node.wait_up()
+    assert not node.transition("configure")
+    assert node.process.alive and node.state() == "unconfigured"
+    lines = [line for line in node.output().splitlines() if f"parameter '{name}'" in line]
+    assert lines and says in lines[-1], node.output()
+
+
+def test_the_running_nodes_descriptors_are_the_declarations(
+    tier: Tier, sim: GatewaySimulator
+) -> None:
+    node = PolicyNode(tier, sim)
+    node.wait_up()
+    declared = list(parameters.PARAMETERS)
+    request = DescribeParameters.Request(names=[p.name for p in declared])
+    answer = node.probe.call(
+        DescribeParameters, "sequence_ai/describe_parameters", request, idempotent=True
+    )
+    assert len(answer.descriptors) == len(declared)
+    for each, described in zip(declared, answer.descriptors, strict=True):
+        made = parameters.descriptor(each)
+        assert described.description == made.description, each.name
+        assert described.additional_constraints == made.additional_constraints, each.name
+        ints = [(r.from_value, r.to_value) for r in described.integer_range]
+        floats = [(r.from_value, r.to_value) for r in described.floating_point_range]
+        assert ints == ([made.integer_range] if made.integer_range else []), each.name
+        assert floats == ([made.floating_point_range] if made.floating_point_range else [])
+    # `ros2 param set` out of the range is refused by rclpy, and the value stays
+    value = ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=101)
+    request = SetParameters.Request(parameters=[Parameter(name="jpeg_quality", value=value)])
+    answer = node.probe.call(SetParameters, "sequence_ai/set_parameters", request)
+    assert not answer.results[0].successful and "out of range" in answer.results[0].reason
+    default = next(p.default for p in declared if p.name == "jpeg_quality")
+    assert _parameter(node, "jpeg_quality") == default
+    assert node.transition("configure")
 
 
 @pytest.mark.parametrize(

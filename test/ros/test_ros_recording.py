@@ -28,7 +28,7 @@ from sequence_ai_core.errors import ConfigurationError
 from sequence_ai_core.recording import topics
 from sequence_ai_core.recording.config import DEFAULT_IMAGE_HZ, RecordConfig
 from sequence_ai_core.recording.extras import needs
-from sequence_ai_ros import diagnostics, params
+from sequence_ai_ros import diagnostics, parameters
 from sequence_ai_ros.episode_recording import EpisodeRecordings
 from sequence_ai_sim import GatewaySimulator
 
@@ -38,7 +38,7 @@ INSTRUCTION = f"stack the cups (token {TEST_KEY})"
 
 
 def raw_params(**changes: Any) -> dict[str, Any]:
-    values = {spec.name: spec.default for spec in params.PARAMETERS}
+    values = {spec.name: spec.default for spec in parameters.PARAMETERS}
     values.update(changes)
     return values
 
@@ -192,15 +192,15 @@ def test_without_record_dir_nothing_is_recorded(sim: GatewaySimulator, tmp_path:
 
 
 def test_the_recording_parameters_are_the_core_recorders_settings() -> None:
-    specs = {spec.name: spec for spec in params.PARAMETERS}
+    specs = {spec.name: spec for spec in parameters.PARAMETERS}
     assert (specs["record_dir"].kind, specs["record_dir"].default) == ("string", "")
     assert specs["record_image_hz"].kind == "double"
     assert specs["record_image_hz"].default == DEFAULT_IMAGE_HZ == RecordConfig(".").image_hz
-    assert params.parse(raw_params()).record is None  # off by default
+    assert parameters.parse(raw_params()).record is None  # off by default
     joints = [f"j{i}" for i in range(7)]
-    config = params.parse(raw_params(record_dir="/data/bags", joint_names=joints)).record
+    config = parameters.parse(raw_params(record_dir="/data/bags", joint_names=joints)).record
     assert config == RecordConfig("/data/bags", joint_names=tuple(joints))
-    assert params.parse(raw_params(record_dir=" ", record_image_hz=0)).record is None
+    assert parameters.parse(raw_params(record_dir=" ", record_image_hz=0)).record is None
 
 
 def test_record_dir_is_made_absolute_and_home_expanded(
@@ -208,8 +208,8 @@ def test_record_dir_is_made_absolute_and_home_expanded(
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
-    home = params.parse(raw_params(record_dir="~/bags")).record
-    relative = params.parse(raw_params(record_dir="runs/today")).record
+    home = parameters.parse(raw_params(record_dir="~/bags")).record
+    relative = parameters.parse(raw_params(record_dir="runs/today")).record
     assert home is not None and relative is not None
     assert home.directory == str(tmp_path / "home" / "bags")
     assert relative.directory == str(tmp_path / "runs" / "today")
@@ -223,8 +223,8 @@ def test_a_bad_image_rate_is_a_parameter_error_with_the_cores_reason(
     """Refused whether or not recording is on: a wrong value is wrong before it is used."""
     with pytest.raises(ValueError) as core:
         RecordConfig(".", image_hz=hz)
-    with pytest.raises(params.ParameterError) as node:
-        params.parse(raw_params(record_dir=directory, record_image_hz=hz))
+    with pytest.raises(parameters.ParameterError) as node:
+        parameters.parse(raw_params(record_dir=directory, record_image_hz=hz))
     assert node.value.name == "record_image_hz"
     assert str(core.value).endswith(node.value.problem)
     assert str(node.value).startswith("parameter 'record_image_hz': must be a finite number >= 0")
@@ -235,7 +235,7 @@ def test_a_record_dir_that_cannot_be_made_refuses_configure(tmp_path: Path) -> N
     occupied.write_text("not a directory")
     recordings = EpisodeRecordings(lambda text: None)
     for where in (occupied, occupied / "bags"):
-        with pytest.raises(params.ParameterError) as refused:
+        with pytest.raises(parameters.ParameterError) as refused:
             recordings.configure(RecordConfig(str(where)))
         assert refused.value.name == "record_dir" and str(where) in refused.value.problem
     made = tmp_path / "new" / "bags"

@@ -42,6 +42,7 @@ ROS_FILES = [
     "rclpy_guards.py",
     "episode_action.py",  # the RunEpisode action server and the latched ~/outcome
     "chunk_validator.py",  # the ValidateChunk client, called from a refill worker
+    "sensor_inputs.py",  # the sensor subscriptions' node and wait loop
 ]
 # The output types build their messages through conversions.py from `types.<Name>` classes;
 # outcome_message.py's builders are handed theirs as `message_type` (builder_bindings).

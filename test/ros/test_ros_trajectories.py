@@ -12,7 +12,7 @@ import pytest
 from support import humble_messages as messages
 
 from sequence_ai_ros import conversions as conv
-from sequence_ai_ros import params
+from sequence_ai_ros import parameters
 from sequence_ai_ros import trajectories as traj
 from sequence_ai_ros.hold import hold_command
 from sequence_ai_ros.safety import SafetyChecks, check_trajectory
@@ -117,24 +117,24 @@ def test_one_point_per_tick_with_velocities_is_what_jazzy_rejects(types: conv.Me
     problem = validate_trajectory(DEFAULTS["jazzy"], received, NOW_NS * 1e-9)
     assert problem and problem.startswith("Velocity of last trajectory point of joint joint_1")
     # ... so the node refuses that configuration, naming the controller parameter
-    raw = {spec.name: spec.default for spec in params.PARAMETERS}
+    raw = {spec.name: spec.default for spec in parameters.PARAMETERS}
     raw.update(
         output_type="joint_trajectory", joint_names=JOINTS, trajectory_mode="point",
         trajectory_velocities=True,
     )  # fmt: skip
-    with pytest.raises(params.ParameterError) as info:
-        params.parse(raw)
+    with pytest.raises(parameters.ParameterError) as info:
+        parameters.parse(raw)
     assert info.value.name == "trajectory_velocities"
     assert "allow_nonzero_velocity_at_trajectory_end: true on the controller" in str(info.value)
     raw["allow_nonzero_velocity_at_trajectory_end"] = True
-    assert params.parse(raw).trajectory_mode == "point"
+    assert parameters.parse(raw).trajectory_mode == "point"
     # a chunk trajectory carries the hand-over's blended targets (Control.step), so any
     # hand-over goes with it
     raw.update(trajectory_mode="chunk", handover="fade", smooth_seam=2)
-    assert params.parse(raw).run.handover == "fade"
+    assert parameters.parse(raw).run.handover == "fade"
     raw["handover"] = "spline"
-    with pytest.raises(params.ParameterError, match="handover"):
-        params.parse(raw)
+    with pytest.raises(parameters.ParameterError, match="handover"):
+        parameters.parse(raw)
 
 
 @pytest.mark.parametrize("controller", ["jtc_humble", "jtc_jazzy", "jtc_jazzy_desired_state"])

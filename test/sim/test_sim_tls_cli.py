@@ -111,17 +111,18 @@ def test_cli_refuses_to_run_without_a_key() -> None:
     assert "--api-key" in result.stderr
 
 
-@pytest.mark.parametrize("shape", ["older", "newer"])
+@pytest.mark.parametrize("shape", ["both", "newer", "older"])
 def test_cli_answers_a_cold_worker_in_the_error_shape_asked_for(shape: str) -> None:
-    """0.1.0 reads only the older warming body: ``sequence-ai sim --cold-start`` must be
-    able to send it, not only the Python API."""
-    extra = ("--error-shape", shape) if shape == "older" else ()
+    """0.1.0 reads only the older warming object: ``sequence-ai sim --cold-start`` sends it
+    by default (beside the newer fields), and each shape alone when asked."""
+    extra = () if shape == "both" else ("--error-shape", shape)
     process = start_sim_cli("--api-key", TEST_KEY, "--cold-start", "60", "--latency", "0", *extra)
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()
         assert banner.startswith("gateway simulator on http://127.0.0.1:"), banner
-        assert ("older error bodies" in banner) == (shape == "older")
+        assert ("error bodies only" in banner) == (shape != "both")
+        assert (f"{shape} error bodies" in banner) == (shape != "both")
         url = banner.split()[3]
         headers = {"Authorization": f"Bearer {TEST_KEY}"}
         act = httpx.post(f"{url}/v1/act", json=act_request(), headers=headers, timeout=10.0)
@@ -136,12 +137,15 @@ def test_cli_answers_a_cold_worker_in_the_error_shape_asked_for(shape: str) -> N
     body = act.json()
     if shape == "older":
         assert set(body) == {"detail"}
+    else:
+        assert body["code"] == "warming" and body["retryable"] is True
+        assert 0 < body["retry_after_s"] <= 60 and body["request_id"]
+    if shape == "newer":
+        assert isinstance(body["detail"], str) and "warming up" in body["detail"]
+    else:
         detail = body["detail"]
         assert detail["status"] == "warming_up" and 0 < detail["retry_after_s"] <= 60
         assert detail["warming_job_id"] and "warming up" in detail["message"]
-    else:
-        assert body["code"] == "warming" and body["retryable"] is True
-        assert 0 < body["retry_after_s"] <= 60 and isinstance(body["detail"], str)
 
 
 def test_cli_arguments_match_the_documented_command() -> None:

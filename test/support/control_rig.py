@@ -9,7 +9,7 @@ from typing import Any
 from sequence_ai_core.playback.engine import PlaybackEngine
 from sequence_ai_core.playback.episode import Episode
 from sequence_ai_core.policy import Policy, connect
-from sequence_ai_ros import outputs, params
+from sequence_ai_ros import outputs, parameters
 from sequence_ai_ros.command_sink import CommandSink, Publishers
 from sequence_ai_ros.control import Control, Step
 from sequence_ai_ros.episode_recording import EpisodeRecordings
@@ -48,15 +48,15 @@ class Rig:
     and its journal (a recorder when ``record_dir`` is set) from ``EpisodeRecordings``."""
 
     def __init__(self, sim: GatewaySimulator, **changes: Any) -> None:
-        values = {spec.name: spec.default for spec in params.PARAMETERS}
+        values = {spec.name: spec.default for spec in parameters.PARAMETERS}
         values.update(
             joint_names=JOINTS, gripper_joint="gripper", gripper_dims=1, camera_views=VIEWS,
             camera_topics=[f"/{v}" for v in VIEWS], camera_encodings=["raw", "raw"],
             image_size=[32, 32], base_url=sim.url, max_observation_age_s=5.0,
         )  # fmt: skip
         values.update(changes)
-        self.config = params.parse(values)
-        self.policy: Policy = connect(api_key=TEST_KEY, **params.connect_arguments(self.config))
+        self.config = parameters.parse(values)
+        self.policy: Policy = connect(api_key=TEST_KEY, **parameters.connect_arguments(self.config))
         model = self.policy.describe()
         self.inputs = InputStore(self.config)
         self.action = Topic()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sequence_ai_ros import params
+from sequence_ai_ros import parameters
 
 
 def raw_params(**changes: Any) -> dict[str, Any]:
-    values = {spec.name: spec.default for spec in params.PARAMETERS}
+    values = {spec.name: spec.default for spec in parameters.PARAMETERS}
     values.update(changes)
     return values
