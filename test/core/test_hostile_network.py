@@ -95,9 +95,10 @@ def test_silent_gateway_mid_run_holds_when_the_plan_runs_out_and_ends_typed() ->
     ):
         outcome = robot.run(policy, stall_timeout_s=0.5)
     assert isinstance(outcome.error, Stalled), outcome.summary()
-    # each step of the one chunk went out once, even after a late tick under load (a tick in
-    # the slot of a step sent is ``early``: test_engine_late_tick)
-    assert outcome.stopped_early and outcome.actions == CATALOGUE[MODEL].action_horizon
+    # every step of the one chunk went out once or, on a loaded machine, was passed over by a
+    # late tick; none went out twice (the tick after a late one sends nothing: engine_late_tick)
+    steps = CATALOGUE[MODEL].action_horizon
+    assert outcome.stopped_early and outcome.actions + outcome.skipped_late == steps
     assert robot.events.count("act") == outcome.actions
     first_empty = robot.events.index("underrun")
     assert robot.events[first_empty + 1] == "hold"  # on the very tick the plan ran out
