@@ -41,7 +41,7 @@ from .inflight import InFlight
 from .journal import UNRECORDED, Journal
 from .load import LoadMonitor
 from .outcome import RunOutcome
-from .plan import ChunkPlan, PlannedStep
+from .plan import EARLY, ChunkPlan, PlannedStep
 from .prefix import planned_prefix
 from .retries import RetryPolicy
 from .schedule import RefillSchedule
@@ -141,7 +141,7 @@ class PlaybackEngine:
                 first_tick_at=self._first_tick_at,
             )
             result = self._play(now)
-            self._maybe_request(now, observe, playing=result.kind == "action")
+            self._maybe_request(now, observe, playing=result.kind in ("action", "early"))
         except SequencesError as exc:
             self._error, self.phase = exc, "failed"
             raise
@@ -264,6 +264,8 @@ class PlaybackEngine:
 
     def _play(self, now: float) -> Tick:
         step = self._plan.take(now)
+        if step == EARLY:
+            return _early(now)
         if step is None:
             if self.phase == "waiting":
                 return Tick(None, "waiting", 0, -1, new_chunk=False, staleness_s=math.nan, at=now)
@@ -278,7 +280,10 @@ class PlaybackEngine:
     def _steady(self, now: float) -> Tick:
         """The common tick: the chunk playing, by time index (its size and finiteness were
         checked when it arrived, and its rows are read-only)."""
-        planned, index, raw, action, late = self._plan.take_steady(now)
+        taken = self._plan.take_steady(now)
+        if taken is None:
+            return _early(now)
+        planned, index, raw, action, late = taken
         staleness = now - planned.observed_at
         if late:
             self._stats.skipped_late += late
@@ -346,3 +351,9 @@ class PlaybackEngine:
         request = self._requests.start(observation, now, planned)
         self._schedule.changed()
         self.journal.request(now, request.number, observation)
+
+
+def _early(now: float) -> Tick:
+    """A tick in the slot of a step that already went out: nothing to send (the arm is
+    carrying that step out), and the plan has not run out."""
+    return Tick(None, "early", 0, -1, new_chunk=False, staleness_s=math.nan, at=now)

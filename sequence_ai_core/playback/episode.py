@@ -154,6 +154,8 @@ class Episode:
         """A tick with nothing to play: hold on the first tick of an underrun. Returns the
         error that ends the episode once the plan stayed empty (or ``observe()`` returned
         nothing) past ``stall_timeout_s``; ``idle`` stops with it."""
+        if kind == "early":
+            return None  # the step due went out at an earlier tick: the plan is not empty
         if kind == "underrun" and not self._in_underrun:
             self._in_underrun = True
             self._hold_for_underrun()

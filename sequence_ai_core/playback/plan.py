@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 import numpy as np
 
@@ -33,6 +34,10 @@ from .ready import ReadyChunk
 #: A tick up to this fraction of a period early still plays the step due: sleeps and timers
 #: overshoot by milliseconds, and a tick landing just before a slot must not replay a step.
 DUE_TOLERANCE = 0.25
+#: ``take``'s answer for a tick in the slot of a step that already went out (a tick right
+#: after a late one lands there): sending it again would replay it, and holding would stop
+#: a plan that is still playing, so the tick sends nothing.
+EARLY: Final = "early"
 #: Spaces where a step whose time has passed may be skipped (the table's ``skips_stale``;
 #: delta and unknown spaces play every step), as a set for the engine's tick.
 SKIPPING_SPACES = names_where(lambda space: space.skips_stale)
@@ -241,8 +246,9 @@ class ChunkPlan:
         index = max(0, planned.index_at(now)) if planned.skips else planned.last_index + 1
         return (planned, index) if index < planned.length else None
 
-    def take(self, now: float) -> PlannedStep | None:
-        """Consume the step due at ``now``; None when nothing is planned for now."""
+    def take(self, now: float) -> PlannedStep | Literal["early"] | None:
+        """Consume the step due at ``now``; ``EARLY`` when it already went out, None when
+        nothing is planned for now."""
         due = self.advance_to(now)
         if due is None and self._start_waiting(now):
             due = self.advance_to(now)
@@ -250,6 +256,8 @@ class ChunkPlan:
             self._hold()
             return None
         planned, index = due
+        if index <= planned.last_index:
+            return EARLY
         raw = planned.rows[index]
         new_chunk = planned.first_index is None
         skipped = late = 0
@@ -315,17 +323,22 @@ class ChunkPlan:
             until = min(until, self._chunks[1].anchor - DUE_TOLERANCE * period)
         return until
 
-    def take_steady(self, now: float) -> tuple[PlannedChunk, int, FloatArray, FloatArray, int]:
+    def take_steady(
+        self, now: float
+    ) -> tuple[PlannedChunk, int, FloatArray, FloatArray, int] | None:
         """``take`` for a tick before ``steady_until``: the chunk playing, by time index, as
-        (chunk, index, raw, action, skipped late). The common tick, so it does the least:
-        one numpy call, no search, no hand-over, and a plain tuple, not a ``PlannedStep``
-        (docs/performance.md, "Behind the engine's constants")."""
+        (chunk, index, raw, action, skipped late), or None when that step already went out
+        (``EARLY``). The common tick, so it does the least: one numpy call, no search, no
+        hand-over, and a plain tuple, not a ``PlannedStep`` (docs/performance.md, "Behind
+        the engine's constants")."""
         planned = self._chunks[0]
         index = math.floor((now - planned.anchor) / planned.period_s + DUE_TOLERANCE)
         late = index - planned.last_index - 1
+        if late < 0:
+            return None
         planned.last_index = index
         raw = planned.rows[index]
-        return planned, index, raw, raw.copy(), late if late > 0 else 0
+        return planned, index, raw, raw.copy(), late
 
     def _start_waiting(self, now: float) -> bool:
         """The plan ran out while a chunk waits for its slot: start it now, from its first

@@ -16,8 +16,9 @@ from ..types import ActionChunk, FloatArray
 if TYPE_CHECKING:
     from .plan import ChunkPlan, PlannedChunk
 
-#: What a tick did: played an action, waited for the first chunk, or found nothing to play.
-TickKind = Literal["action", "waiting", "underrun"]
+#: What a tick did: played an action, waited for the first chunk, found nothing to play, or
+#: came in the slot of a step an earlier tick sent (``plan.EARLY``: send nothing, hold nothing).
+TickKind = Literal["action", "waiting", "underrun", "early"]
 
 
 # A tuple, not a frozen dataclass: one is made every tick, on cold caches right after the

@@ -27,7 +27,7 @@ from sequence_ai_core.gateway.backend import check_against_entry
 from sequence_ai_core.gateway.wire import parse_prediction
 from sequence_ai_core.openpi import profile_from_mapping
 from sequence_ai_core.playback import plan
-from sequence_ai_core.playback.plan import ChunkPlan
+from sequence_ai_core.playback.plan import ChunkPlan, PlannedStep
 from sequence_ai_core.playback.ready import prepare
 from sequence_ai_core.playback.stats import PlaybackStats
 from sequence_ai_core.types import (
@@ -160,7 +160,7 @@ def test_playback_skips_stale_steps_where_the_row_says(row: ActionSpace) -> None
         holding=True,
     )
     step = chunks.take(0.3)
-    assert step is not None
+    assert isinstance(step, PlannedStep)
     assert step.index == (6 if row.skips_stale else 0)
     assert step.planned.skips == row.skips_stale
 

@@ -19,7 +19,7 @@ from support import TEST_KEY
 from sequence_ai_core.errors import InvalidResponse
 from sequence_ai_core.playback.blends import rows_from
 from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine, Tick
-from sequence_ai_core.playback.plan import ChunkPlan
+from sequence_ai_core.playback.plan import EARLY, ChunkPlan, PlannedStep
 from sequence_ai_core.playback.ready import prepare
 from sequence_ai_core.playback.source import DriverGuard
 from sequence_ai_core.policy import Policy, connect
@@ -101,9 +101,13 @@ def test_a_tick_plays_the_step_due_at_its_time_and_missed_ticks_do_not_shift_the
         period = 1 / 15
         steps = chunks[0].action_chunk.steps
         # 3.5 periods in: step 3 (floor); a quarter period early counts as due; late ticks jump
-        # to the step due, they do not replay the ones missed.
-        for offset, expected in [(3.5, 3), (4.0, 4), (13.0, 13), (13.7, 13), (31.0, 31)]:
+        # to the step due, they do not replay the ones missed, nor the one sent: a second tick
+        # in step 13's slot (13.7) sends nothing.
+        for offset, expected in [(3.5, 3), (4.0, 4), (13.0, 13), (13.7, None), (31.0, 31)]:
             result = tick(engine, 1.0 + offset * period)
+            if expected is None:
+                assert result.kind == "early" and result.action is None
+                continue
             assert result.step_index == expected
             assert result.action is not None
             np.testing.assert_array_equal(result.action, steps[expected])
@@ -301,7 +305,8 @@ def test_policy_type_is_accepted(sim: GatewaySimulator) -> None:
     gaps=st.lists(st.floats(min_value=0.001, max_value=0.3), min_size=1, max_size=60),
 )
 def test_played_steps_never_go_back_and_delta_never_skips(space: str, gaps: list[float]) -> None:
-    """Whatever the tick timing: indices never decrease; delta spaces play 0, 1, 2, ..."""
+    """Whatever the tick timing: each step goes out at most once, in order (a tick in the
+    slot of a step sent is ``EARLY``); delta spaces play 0, 1, 2, ..."""
     steps = np.arange(20 * 3, dtype=np.float64).reshape(20, 3)
     prediction = Prediction(id="p", model="m", action_chunk=_chunk(steps, space=space))
     plan = ChunkPlan()
@@ -311,12 +316,14 @@ def test_played_steps_never_go_back_and_delta_never_skips(space: str, gaps: list
     for gap in gaps:
         step = plan.take(now)
         due = math.floor(now / 0.05 + 0.25)
-        if space != "joint_delta":  # the step due now, or nothing once the chunk is over
-            assert (step.index if step else None) == (due if due < 20 else None)
-        if step is not None:
+        if space != "joint_delta":  # the step due now, once; nothing once the chunk is over
+            sent = bool(played) and due == played[-1]
+            expected = EARLY if sent else (due if due < 20 else None)
+            assert (step.index if isinstance(step, PlannedStep) else step) == expected
+        if isinstance(step, PlannedStep):
             played.append(step.index)
             np.testing.assert_array_equal(step.action, steps[step.index])
         now += gap
-    assert played == sorted(played)
+    assert played == sorted(set(played))
     if space == "joint_delta":
         assert played == list(range(min(len(gaps), 20)))

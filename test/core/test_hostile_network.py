@@ -89,13 +89,22 @@ def test_silent_gateway_mid_run_holds_when_the_plan_runs_out_and_ends_typed() ->
     empty tick, then ``Stalled`` once the plan stayed empty past ``stall_timeout_s`` (long
     before the request's own 300 s deadline)."""
     robot = Recorder()
+    body = chunk_body(MODEL)
+    for step in body["action_chunk"]["steps"]:  # each step's values are its index
+        step["values"] = [float(step["index"])] * len(step["values"])
     with (
-        HostileGateway(silent_after(1, MODEL)) as gateway,
+        HostileGateway(silent_after(1, MODEL, body)) as gateway,
         connect(MODEL, api_key=TEST_KEY, base_url=gateway.url, timeout_s=300) as policy,
     ):
         outcome = robot.run(policy, stall_timeout_s=0.5)
     assert isinstance(outcome.error, Stalled), outcome.summary()
-    assert outcome.stopped_early and outcome.actions == CATALOGUE[MODEL].action_horizon
+    # Steps of the one chunk, from its first, in order, none twice (the tick after a late one
+    # sends nothing: test_engine_late_tick). Unloaded, all 15; under load a late tick passes
+    # steps over (counted skipped_late) or finds the plan's time over before its last steps.
+    played = [int(action[0]) for action in robot.actions]
+    assert played[0] == 0 and played == sorted(set(played))
+    assert played[-1] < CATALOGUE[MODEL].action_horizon and outcome.actions == len(played)
+    assert outcome.stopped_early and outcome.skipped_late == played[-1] + 1 - len(played)
     first_empty = robot.events.index("underrun")
     assert robot.events[first_empty + 1] == "hold"  # on the very tick the plan ran out
     assert robot.events.count("hold") == 1 and "act" not in robot.events[first_empty:]

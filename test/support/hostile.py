@@ -198,14 +198,16 @@ def answer(body: Any, status: int = 200, **headers: str) -> Behaviour:
     return behave
 
 
-def silent_after(good: int, model: str) -> Behaviour:
-    """Answers ``good`` act requests, then reads every further one and never answers."""
+def silent_after(good: int, model: str, body: Any = None) -> Behaviour:
+    """Answers ``good`` act requests (with ``body``, else ``chunk_body(model)``), then reads
+    every further one and never answers."""
     count = {"n": 0}
+    answer = chunk_body(model) if body is None else body
 
     def behave(request: Request, sock: socket.socket, gateway: HostileGateway) -> None:
         count["n"] += 1
         if count["n"] <= good:
-            sock.sendall(http_response(200, chunk_body(model)))
+            sock.sendall(http_response(200, answer))
             return
         gateway.wait(3600)
 
