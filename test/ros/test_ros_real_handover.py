@@ -43,7 +43,9 @@ def test_the_node_publishes_the_blended_command_at_each_seam(
     jump, sent = float(end["last.max_seam_jump"]), float(end["last.max_seam_step"])
     assert int(end["last.blended_seams"]) >= 3, end
     assert sent < 0.5 * jump, end  # the plan jumped; the arm was sent the hand-over
-    arm = np.array([message.data[:7] for message in actions.snapshot()[:150]])
+    arm = np.array([message.data[:7] for message in actions.snapshot()])
+    # an underrun hold (zero velocities, on a loaded machine) is not a seam: leave it out
+    arm = arm[np.any(arm != 0.0, axis=1)][:150]
     published = float(np.max(np.abs(np.diff(arm, axis=0))))
     # every published change is an in-chunk step or a blended seam step, never the jump
     assert published < jump, (published, jump, sent)
