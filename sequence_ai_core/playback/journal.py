@@ -33,10 +33,19 @@ class Journal(Protocol):
         """Chunk ``seq`` played its first step (``step``), anchored at ``anchor``."""
 
     def event(self, now: float, name: str, values: EventValues) -> None:
-        """An engine event (underrun, retry, backoff, skipped steps, a discarded chunk)."""
+        """An engine event (underrun, retry, backoff, skipped steps, a discarded chunk, a
+        takeover and its release)."""
 
     def command(self, now: float, action: FloatArray) -> None:
         """``action`` went out (the driver's ``act`` or publisher took it)."""
+
+    def observed(self, now: float, observation: Observation) -> None:
+        """The arm and its cameras while a person has it (``Episode.take_over``): what a
+        correction dataset needs beside the operator's commands."""
+
+    def operator(self, now: float, values: FloatArray, source: str) -> None:
+        """A command a person's device sent while the arm was taken over (``source``: where
+        it came from, a topic name or a label)."""
 
     def hold(self, reason: str) -> None:
         """The driver was told to hold: ``underrun`` or the episode's stop reason (stamped
@@ -65,6 +74,12 @@ class Unrecorded:
         pass
 
     def command(self, now: float, action: FloatArray) -> None:
+        pass
+
+    def observed(self, now: float, observation: Observation) -> None:
+        pass
+
+    def operator(self, now: float, values: FloatArray, source: str) -> None:
         pass
 
     def hold(self, reason: str) -> None:

@@ -75,6 +75,18 @@ class RunOutcome:
     #: recorded, and the messages the recorder dropped (queue full, cap, failed write).
     recording: str | None = None
     recording_dropped: int = 0
+    #: Times a person took the arm over (``run(takeover=)``, the node's ``takeover``), and
+    #: the seconds they had it, a takeover still under way at the end included.
+    takeovers: int = 0
+    takeover_s: float = 0.0
+    #: The hand-backs: the longest from a release to the first policy command after it, and
+    #: the largest jump from the arm's measured state (absolute spaces) or rest (velocity,
+    #: delta) to the first step played after it, in the chunk's largest in-chunk steps,
+    #: before hand-over (as ``max_seam_jump`` is measured); 0.0 when there was none.
+    max_resume_s: float = 0.0
+    max_resume_jump: float = 0.0
+    #: A person's verdict on the episode: ``success``, ``failure``, or empty (none given).
+    label: str = ""
 
     def __repr__(self) -> str:
         # A run that stopped says why on the line users print: the class alone is too little.
@@ -98,6 +110,13 @@ class RunOutcome:
         ]
         if self.recording is not None:
             lines.append(f"  recorded to {self.recording} ({self.recording_dropped} dropped)")
+        if self.takeovers:
+            lines.append(
+                f"  {self.takeovers} takeovers ({self.takeover_s:.1f}s), resume "
+                f"{self.max_resume_s:.3f}s, resume jump {self.max_resume_jump:.2f} steps"
+            )
+        if self.label:
+            lines.append(f"  labelled {self.label}")
         if self.wasted_requests or self.backoffs or self.busy_answers:
             lines.append(
                 f"  gateway load: {self.wasted_requests} wasted requests, {self.backoffs} "
