@@ -184,6 +184,7 @@ class Policy:
         validate: Callable[[FloatArray], Any] | None = None,
         validate_chunk: Callable[[ActionChunk, Observation], Any] | None = None,
         hold: Callable[[], None] | None = None,
+        takeover: Callable[[], Any] | None = None,
         on_chunk: Callable[[Prediction], None] | None = None,
         on_underrun: Callable[[float], None] | None = None,
         config: EngineConfig | None = None,
@@ -208,7 +209,9 @@ class Policy:
         received, every hold and event, and the outcome (``outcome.recording`` is its path).
         It needs the ``record`` extra (rosbags). ``validate_chunk(chunk, observation)`` checks
         each whole chunk before any step of it plays (bounded by ``chunk_validator_timeout_s``);
-        a refusal ends the run like ``validate``'s. See ``runner.run_policy`` for the rest.
+        a refusal ends the run like ``validate``'s. ``takeover()``, True while a person has
+        the arm, pauses the policy and hands back without a jump. See ``runner.run_policy``
+        for the rest.
         """
         settings = RunConfig.of(config).updated(
             prefetch=prefetch,
@@ -230,6 +233,7 @@ class Policy:
                 validate=validate,
                 validate_chunk=validate_chunk,
                 hold=hold,
+                takeover=takeover,
                 on_chunk=on_chunk,
                 on_underrun=on_underrun,
                 config=settings,

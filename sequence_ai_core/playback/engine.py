@@ -14,7 +14,10 @@ starts at its own tick with its own observation; its body (images included) is b
 its answer copied and checked on the worker (``ready``).
 
 The engine's phase is its own: ``waiting`` (nothing played yet) → ``playing`` ↔
-``underrun`` → ``failed`` (a typed error ended it) or ``closed``. The statistics only record.
+``underrun`` → ``failed`` (a typed error ended it) or ``closed``; from any live phase a
+person may take the arm (``take_over``: ``human``) and hand it back (``hand_back``:
+``resuming`` until the first chunk after it plays, handed over from the arm's measured state;
+``resume``). The statistics only record.
 
 ``next_action()`` (on ``Policy``) stays the simple, synchronous loop: it fetches when its
 buffer is empty and stops the arm meanwhile. Use ``run()`` or this engine to keep moving.
@@ -41,19 +44,20 @@ from .inflight import InFlight
 from .journal import UNRECORDED, Journal
 from .load import LoadMonitor
 from .outcome import RunOutcome
-from .plan import EARLY, ChunkPlan, PlannedStep
+from .plan import EARLY, ChunkPlan, PlannedStep, largest_arm_step
 from .prefix import planned_prefix
+from .resume import measured_row
 from .retries import RetryPolicy
 from .schedule import RefillSchedule
 from .source import ChunkSource
-from .stats import ActionRecord, PlaybackStats
-from .tick import Tick
+from .stats import ActionRecord, PlaybackStats, largest_difference
+from .tick import Tick, TickKind
 from .timing import RefillTiming
 
 #: ``Tick.new_chunk`` of a tick that continues the chunk playing.
 CONTINUES = False
 #: See the module docs; ``snapshot()["state"]`` reports it.
-Phase = Literal["waiting", "playing", "underrun", "failed", "closed"]
+Phase = Literal["waiting", "playing", "underrun", "human", "resuming", "failed", "closed"]
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "FRESHNESS", "EngineConfig", "Phase", "PlaybackEngine", "Tick"]
 
@@ -112,6 +116,9 @@ class PlaybackEngine:
         )  # fmt: skip
         self._error: SequencesError | None = None  # set with phase "failed"
         self._quiet_until = -math.inf  # see RefillSchedule.quiet_until
+        #: The arm's state the first chunk after a hand-back is handed over from.
+        self._resume_row: FloatArray | None = None
+        self._start_from: FloatArray | None = None  # hand_back's, until the first request
 
     # ------------------------------------------------------------------ public surface
 
@@ -130,6 +137,8 @@ class PlaybackEngine:
         self._uncommitted = None  # an action not committed by now never went out
         if now < self._quiet_until and not self._requests.arrived:
             return self._steady(now)  # most ticks: an index and a copy
+        if self.phase == "human":  # (taking over ends the quiet span)
+            return _idle(now, "human")
         if self._first_tick_at is None:
             self._first_tick_at = now
         try:
@@ -147,6 +156,42 @@ class PlaybackEngine:
             raise
         self._quiet_until = self._schedule.quiet_until(now, self.period_s or 0.0, self.action_space)
         return result
+
+    def take_over(self, now: float) -> None:
+        """A person has the arm (``Episode.take_over``): nothing planned or in flight before
+        now will ever play, no request goes out, and ticks play nothing (``human``) until
+        ``hand_back``. Idempotent; nothing after the engine ended."""
+        if self.phase in ("human", "failed", "closed"):
+            return
+        self._arrivals.discarded += self._requests.abandon()
+        self._plan.clear()
+        self._stats.taken_over(now)
+        self._uncommitted = None
+        self._quiet_until = -math.inf
+        self._resume_row = None
+        self.phase = "human"
+        self._schedule.changed()
+        self.journal.event(now, "takeover", {})
+
+    def hand_back(self, now: float, *, start_from: FloatArray | None = None) -> None:
+        """The person handed the arm back: the next tick observes afresh and requests at
+        once, and the first chunk plays from its first step, handed over from the arm's
+        measured state in that observation (``resume``), or from ``start_from`` (an action
+        of the run's size: the caller's own estimate). Until it arrives, ticks play nothing
+        (``resuming``; ``waiting`` if nothing had played yet)."""
+        if start_from is not None:
+            start_from = np.array(start_from, dtype=np.float64)
+            dim = self.action_dim if self.action_dim is not None else start_from.size
+            if start_from.shape != (dim,) or not np.isfinite(start_from).all():
+                raise ValueError(f"start_from must be {dim} finite values, got {start_from!r}")
+        if self.phase != "human":
+            return
+        self._start_from = start_from
+        held_s = self._stats.handed_back(now)
+        self.phase = "waiting" if self._stats.first_action_at is None else "resuming"
+        self._retry.not_before = -math.inf  # a retry's wait was for a request now dropped
+        self._schedule.changed()
+        self.journal.event(now, "release", {"takeover_s": held_s})
 
     def commit(self) -> None:
         """The action the last tick handed out went out: count it. The outcome counts only
@@ -240,7 +285,8 @@ class PlaybackEngine:
             error=self._error,
         )
         wasted = self._arrivals.discarded + self._plan.superseded
-        return self._load.report(replace(outcome, wasted_requests=wasted))
+        taken = self._stats.takeover_seconds(self._clock())
+        return self._load.report(replace(outcome, wasted_requests=wasted, takeover_s=taken))
 
     def close(self, *, wait: bool = True) -> None:
         """Idempotent. Drops queued requests and stops the workers. An HTTP exchange already
@@ -267,15 +313,28 @@ class PlaybackEngine:
         if step == EARLY:
             return _early(now)
         if step is None:
-            if self.phase == "waiting":
-                return Tick(None, "waiting", 0, -1, new_chunk=False, staleness_s=math.nan, at=now)
+            if self.phase in ("waiting", "resuming"):
+                return _idle(now, self.phase)
             self.journal.event(now, "underrun", {})
             self.phase = "underrun"
             gap = self._stats.underrun(now)
             if self._on_underrun is not None:
                 self._on_underrun(gap)
-            return Tick(None, "underrun", 0, -1, new_chunk=False, staleness_s=math.nan, at=now)
+            return _idle(now, "underrun")
+        if self.phase == "resuming" and step.new_chunk:
+            self._measure_resume(step)
         return self._action_tick(now, step)
+
+    def _measure_resume(self, step: PlannedStep) -> None:
+        """The first step after a hand-back, against the arm's state then, in in-chunk steps
+        (before hand-over, as seams are measured)."""
+        row, arm = self._resume_row, self._plan.arm_index
+        self._resume_row = None
+        if row is None or arm is None:
+            return
+        largest = largest_arm_step(step.planned, arm)
+        jump = largest_difference(step.raw, row, arm)
+        self._stats.resume_jump(jump / largest if largest > 0 else math.inf if jump else 0.0)
 
     def _steady(self, now: float) -> Tick:
         """The common tick: the chunk playing, by time index (its size and finiteness were
@@ -328,6 +387,19 @@ class PlaybackEngine:
 
     # ------------------------------------------------------------------ requests
 
+    def _resume_from(self, observation: Observation) -> None:
+        """The first request after a hand-back: its observation is the arm's state the
+        first chunk is handed over from."""
+        dim, arm = self.action_dim, self._plan.arm_index
+        if dim is None or arm is None:
+            return
+        given, self._start_from = self._start_from, None
+        if given is not None and given.shape == (dim,):
+            self._resume_row = given
+        else:
+            self._resume_row = measured_row(self.action_space, observation, dim, arm)
+        self._plan.resume_from(self._resume_row)
+
     def _maybe_request(
         self, now: float, observe: Callable[[], Observation | None], *, playing: bool
     ) -> None:
@@ -335,7 +407,7 @@ class PlaybackEngine:
             return
         wants = self._schedule.wants_request(
             now,
-            waiting=self.phase == "waiting",
+            waiting=self.phase in ("waiting", "resuming"),
             playing=playing,
             period_s=self.period_s or 0.0,
             space=self.action_space,
@@ -348,9 +420,16 @@ class PlaybackEngine:
         planned = None
         if self._requests.wants_planned:  # real-time chunking: what plays while it is out
             planned = planned_prefix(self._plan, self._requests.requests, now, self.period_s)
+        if self.phase == "resuming" and self._resume_row is None:
+            self._resume_from(observation)
         request = self._requests.start(observation, now, planned)
         self._schedule.changed()
         self.journal.request(now, request.number, observation)
+
+
+def _idle(now: float, kind: TickKind) -> Tick:
+    """A tick with nothing to play, and why (``kind``)."""
+    return Tick(None, kind, 0, -1, new_chunk=False, staleness_s=math.nan, at=now)
 
 
 def _early(now: float) -> Tick:

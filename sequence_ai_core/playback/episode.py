@@ -13,15 +13,20 @@ hold alike (docs/architecture.md §3):
   plan that stays empty past ``stall_timeout_s`` ends the episode (``raised:Stalled``);
 - ``stop`` ends it exactly once, however it ends: one hold on an early stop (none when an
   underrun hold is still in force), and the ``RunOutcome``, whose ``actions`` are the
-  committed ones.
+  committed ones, with a person's ``label`` if one was given;
+- a person may take the arm over and hand it back (``take_over``, ``hand_back``): while they
+  have it nothing is sent and nothing held, the episode stays alive (``max_actions`` counts
+  policy actions, the stall clock stops) and the arm is journaled (``watch``); the hand-back
+  holds once, and the policy resumes from the arm's measured state (``engine.take_over``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from ..errors import ChunkExhausted, ChunkRefused, SequencesError, Stalled
 from ..types import FloatArray, Observation
@@ -37,6 +42,12 @@ StopReason = Literal["completed", "validate", "estop", "stopped", "stale_input"]
 #: The driver's verdict on an action: None accepts it; a text (why) or an exception (a
 #: validator that answered something other than a boolean) refuses it.
 Verdict = str | BaseException | None
+#: A person's verdict on how the episode went (``stop(label=)``); empty: none given.
+Label = Literal["success", "failure", ""]
+LABELS: tuple[Label, ...] = ("success", "failure", "")
+#: While taken over, the arm is journaled this often (``watch``): a correction dataset's
+#: joint states, at the rate the issue of record asks as a floor.
+WATCH_HZ = 10.0
 
 
 def check_max_actions(max_actions: object) -> None:
@@ -53,6 +64,15 @@ class EpisodeEngine(Protocol):
     def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome: ...
 
 
+@runtime_checkable
+class Suspendable(Protocol):
+    """An engine a person can take the arm from: ``PlaybackEngine`` is one."""
+
+    def take_over(self, now: float) -> None: ...
+
+    def hand_back(self, now: float) -> None: ...
+
+
 class Episode:
     """One episode of at most ``max_actions`` committed actions. See module docs.
 
@@ -62,6 +82,8 @@ class Episode:
     themselves), and then every early stop calls ``hold``. ``stall_timeout_s`` has
     ``RunConfig``'s rule and default: no episode holds on an empty plan unbounded.
     ``journal`` is told of every hold (once it was called) and of the outcome.
+    ``hold_release`` holds the arm at a hand-back until the policy's next chunk plays (the
+    node's: zeros for speeds, the measured position for targets); by default ``hold``.
     """
 
     def __init__(
@@ -73,6 +95,7 @@ class Episode:
         hold_underrun: Callable[[], None] | None = None,
         stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
         journal: Journal = UNRECORDED,
+        hold_release: Callable[[], None] | None = None,
     ) -> None:
         check_max_actions(max_actions)
         check_stall_timeout(stall_timeout_s)  # the rule and default of RunConfig's field
@@ -80,6 +103,7 @@ class Episode:
         self.max_actions = max_actions
         self._hold = hold
         self._hold_underrun = hold_underrun
+        self._hold_release = hold_release
         self._stall_timeout_s = stall_timeout_s
         self._journal = journal
         self.actions = 0
@@ -89,6 +113,9 @@ class Episode:
         self._empty_since: float | None = None
         self._observe_none_since: float | None = None
         self._outcome: RunOutcome | None = None
+        #: A person has the arm (``take_over``), and when the arm is journaled next.
+        self.taken_over = False
+        self._watch_due = -math.inf
 
     @property
     def ended(self) -> bool:
@@ -130,6 +157,55 @@ class Episode:
             self.stop(error=ended, detail=str(ended))
         return self.ended
 
+    def take_over(self, now: float) -> bool:
+        """A person has the arm: nothing is sent or held until ``hand_back``, and the stall
+        clock stops; a stop meanwhile (an e-stop) still holds. Idempotent; True if this
+        call took it over."""
+        if self.taken_over or self.ended:
+            return False
+        engine = self._engine
+        if not isinstance(engine, Suspendable):
+            raise TypeError(f"{type(engine).__name__} cannot be taken over (no take_over)")
+        engine.take_over(now)
+        self.taken_over = True
+        self._held = self._in_underrun = False  # the person's device commands the arm now
+        self._empty_since = None
+        self._watch_due = -math.inf
+        return True
+
+    def hand_back(self, now: float) -> bool:
+        """The person hands the arm back: it is held once (``hold_release``) until the first
+        chunk after it plays, and the stall clock runs from now. Idempotent; True if this
+        call handed it back."""
+        if not self.taken_over or self.ended:
+            return False
+        engine = self._engine
+        assert isinstance(engine, Suspendable)  # take_over checked it
+        self.taken_over = False
+        engine.hand_back(now)
+        self._empty_since = now
+        if self._hold_release is not None:
+            self._hold_release()
+        else:
+            self._held = True
+            if self._hold is not None:
+                self._hold()
+        self._journal.hold("release")
+        return True
+
+    def watch(self, now: float, observe: Callable[[], Observation | None]) -> None:
+        """While taken over: journal the arm (``observe()``) on a ``WATCH_HZ`` grid, at the
+        first tick at or after each slot, so any control rate above it keeps the rate."""
+        if not self.taken_over or now < self._watch_due - 1e-9:
+            return
+        observation = observe()
+        if observation is None:
+            return
+        step = 1.0 / WATCH_HZ
+        behind = now - self._watch_due > step  # the first, or ticks came late: restart
+        self._watch_due = now + step if behind else self._watch_due + step
+        self._journal.observed(now, observation)
+
     def offer(self, verdict: Verdict) -> bool:
         """True if the tick's action may go out; a refusal stops the episode (``validate``).
         ``settle``'s first half, for a driver that asks before sending."""
@@ -154,8 +230,10 @@ class Episode:
         """A tick with nothing to play: hold on the first tick of an underrun. Returns the
         error that ends the episode once the plan stayed empty (or ``observe()`` returned
         nothing) past ``stall_timeout_s``; ``idle`` stops with it."""
-        if kind == "early":
-            return None  # the step due went out at an earlier tick: the plan is not empty
+        if kind in ("early", "human"):
+            # the step due went out at an earlier tick (the plan is not empty), or a person
+            # has the arm: neither holds nor runs the stall clock
+            return None
         if kind == "underrun" and not self._in_underrun:
             self._in_underrun = True
             self._hold_for_underrun()
@@ -168,7 +246,7 @@ class Episode:
                 f"observe() returned None for {now - none_since:.1f}s with nothing left to "
                 "play; return an Observation once inputs are ready (a forgotten return?)"
             )
-        if kind == "underrun" and now - self._empty_since > bound:
+        if kind in ("underrun", "resuming") and now - self._empty_since > bound:
             return Stalled(
                 f"no chunk to play for {now - self._empty_since:.1f}s (stall_timeout_s="
                 f"{bound:g}); the arm was held when the plan ran out",
@@ -182,9 +260,11 @@ class Episode:
         *,
         error: BaseException | None = None,
         detail: str = "",
+        label: Label = "",
     ) -> RunOutcome | None:
         """End the episode: ``reason``, or when None ``raised:<Class>`` of ``error`` (``validate``
-        for a ``ChunkRefused``). Holds once on an early stop. None if it had ended already.
+        for a ``ChunkRefused``), with a person's ``label`` if given. Holds once on an early
+        stop. None if it had ended already.
 
         If ``hold`` raises while an error ends the episode, that error is kept and the hold
         failure logged; otherwise the hold failure propagates (the episode has ended)."""
@@ -192,10 +272,12 @@ class Episode:
             return None
         if reason is None and error is None:
             raise ValueError("stop() needs a reason or an error")
+        if label not in LABELS:
+            raise ValueError(f"label must be one of {LABELS}, got {label!r}")
         why = reason if reason is not None else _reason_of(error)
         early = why != "completed"
         outcome = self._engine.outcome(reason=why, stopped_early=early)
-        self._outcome = outcome if error is None else replace(outcome, error=error)
+        self._outcome = replace(outcome, error=error or outcome.error, label=label)
         self.detail = detail
         try:
             if early and not self._held:

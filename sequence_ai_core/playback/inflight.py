@@ -56,6 +56,8 @@ class InFlight:
         self._check_timeout_s = config.chunk_validator_timeout_s
         self._gate: ChunkGate | None = None
         self.requests: list[Request] = []
+        #: Requests a takeover left behind (``abandon``): their answers are never read.
+        self._abandoned: list[Future[ReadyChunk]] = []
         self.started = 0
         self.last_start_at = -math.inf
         #: A request completed since the last ``done()``: set by the workers, a plain store
@@ -92,6 +94,18 @@ class InFlight:
     def remove(self, request: Request) -> None:
         self.requests.remove(request)
 
+    def abandon(self) -> int:
+        """A person took the arm: no request in flight may play (the arm will be elsewhere).
+        One still queued is cancelled; one under way ends on its own, bounded by its
+        deadline, and its answer is dropped. Returns how many were in flight."""
+        count = len(self.requests)
+        for request in self.requests:
+            request.future.cancel()
+        self._abandoned = [f for f in self._abandoned if not f.done()]
+        self._abandoned += [r.future for r in self.requests if not r.future.done()]
+        self.requests.clear()
+        return count
+
     def wait_any(self, timeout_s: float) -> bool:
         pending = [r.future for r in self.requests]
         if not pending:
@@ -100,7 +114,7 @@ class InFlight:
         return bool(done)
 
     def wait_idle(self, timeout_s: float) -> bool:
-        pending = [r.future for r in self.requests]
+        pending = [r.future for r in self.requests] + self._abandoned
         _, not_done = wait_futures(pending, timeout=max(0.0, timeout_s))
         return not not_done
 
@@ -110,6 +124,7 @@ class InFlight:
         for request in self.requests:
             request.future.cancel()
         self.requests.clear()
+        self._abandoned.clear()
         if self._executor is not None and self._owns_executor:
             self._executor.shutdown(wait=wait, cancel_futures=True)
         self._executor = None

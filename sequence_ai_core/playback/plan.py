@@ -51,6 +51,12 @@ LAG_SHRINK_PERIODS = 1
 LAG_CONVERGE_CHUNKS = 6
 
 
+def largest_arm_step(planned: PlannedChunk, arm: Sequence[int]) -> float:
+    """The chunk's largest in-chunk step on the arm's dimensions (0.0: none known)."""
+    step = planned.largest_step
+    return 0.0 if step is None else max([0.0, *(float(step[i]) for i in arm)])
+
+
 def _on_period(time_s: float, period_s: float) -> float:
     return max(0.0, round(time_s / period_s) * period_s)
 
@@ -128,6 +134,25 @@ class ChunkPlan:
         #: Chunks replaced by a newer one before they played a step.
         self.superseded = 0
         self._last_played: PlannedChunk | None = None
+        #: The arm's state at a hand-back (``resume_from``): the next chunk to start is
+        #: handed over from it, as from a chunk that played it.
+        self._resume_from: FloatArray | None = None
+
+    def clear(self) -> int:
+        """A person took the arm: every chunk goes, none may play after the hand-back (the
+        arm is elsewhere by then), and the hand-over under way with them. Returns how many
+        had not played a step."""
+        unplayed = sum(p.first_index is None for p in self._chunks)
+        self.superseded += unplayed
+        self._chunks.clear()
+        self._hold()
+        self._resume_from = None
+        return unplayed
+
+    def resume_from(self, row: FloatArray | None) -> None:
+        """The arm's state at a hand-back (``resume.measured_row``; None: not known): the
+        first chunk to start after it is handed over from this (module docs)."""
+        self._resume_from = row
 
     def add(
         self,
@@ -279,17 +304,24 @@ class ChunkPlan:
         return PlannedStep(planned, index, raw, action, new_chunk, skipped, late, blended)
 
     def _hand_over(self, planned: PlannedChunk, index: int) -> None:
-        """A chunk plays its first step: start the hand-over from the one that played."""
+        """A chunk plays its first step: start the hand-over from the one that played, or
+        from the arm's state at a hand-back."""
         previous, blender, arm = self._last_played, self._blender, self.arm_index
+        resume, self._resume_from = self._resume_from, None
         kind = kind_of(planned.chunk.action_space)
-        if previous is None or blender is None or arm is None or kind is None:
+        if blender is None or arm is None or kind is None:
+            return
+        integrating = kind != "absolute"  # velocity and delta values are summed by the arm
+        if previous is None:
+            if resume is not None:  # one row, held: rows_from extrapolates it unchanged
+                reference = largest_arm_step(planned, arm)
+                seam = Seam(planned.rows, index, (resume,), 0, reference, integrating)
+                blender.start(seam, planned, resume)
             return
         # the step after the last played, not the one due now: a lag move shifts the plan
         # by a period at a seam (1.7x the in-chunk step on lingbot-va-5b), smoothed too
         old_index = previous.last_index + 1
-        steps = [p.largest_step for p in (previous, planned) if p.largest_step is not None]
-        reference = max([0.0, *(float(value) for step in steps for value in step[arm])])
-        integrating = kind != "absolute"  # velocity and delta values are summed by the arm
+        reference = max(largest_arm_step(previous, arm), largest_arm_step(planned, arm))
         seam = Seam(planned.rows, index, previous.rows, old_index, reference, integrating)
         blender.start(seam, planned, previous)
 

@@ -40,6 +40,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import numpy as np
+
 from ..errors import SequencesError
 from ..types import FloatArray, Model, Observation, Prediction
 from .chunk_gate import ChunkCheck
@@ -111,6 +113,7 @@ def run_policy(
     config: EngineConfig | None = None,
     journal: Journal = UNRECORDED,
     validate_chunk: ChunkCheck | None = None,
+    takeover: Callable[[], Any] | None = None,
 ) -> RunOutcome:
     """Play ``max_actions`` actions through ``act``, refilling ahead of time.
 
@@ -123,6 +126,13 @@ def run_policy(
     refuses it with a reason, and no answer within ``chunk_validator_timeout_s`` refuses it
     (``chunk_gate``). ``hold()`` is called on every early stop and whenever the plan
     runs out (underrun), once each time, never on completion.
+
+    ``takeover()`` is asked every tick, on this thread, whether a person has the arm (a
+    ``bool``; anything else is a bug and stops the run). While it is True nothing reaches
+    ``act`` or ``hold``, no request goes out and the episode stays alive: ``max_actions``
+    counts the policy's actions and the stall clock stops. When it turns False, ``hold()``
+    is called once, a fresh observation is sent at once, and the first chunk plays from its
+    first step, handed over from the arm's measured state (``Episode.hand_back``).
 
     The settings are one ``RunConfig`` (an ``EngineConfig`` plus ``stall_timeout_s``; an
     ``EngineConfig`` gets the default bound): ``prefetch=False`` is the strictly closed loop,
@@ -164,6 +174,7 @@ def run_policy(
                 stall_timeout_s=run_config.stall_timeout_s,
                 stop_event=policy.closed_event,
                 journal=journal,
+                takeover=takeover,
             )
     finally:
         policy.cancel_requests()  # nothing in flight outlives the run
@@ -183,6 +194,7 @@ def drive(
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     stop_event: threading.Event | None = None,
     journal: Journal = UNRECORDED,
+    takeover: Callable[[], Any] | None = None,
 ) -> RunOutcome:
     """The paced loop shared by ``run_policy`` and the benchmark baselines.
 
@@ -204,6 +216,9 @@ def drive(
             if stop_event is not None and stop_event.is_set():
                 raise SequencesError("the policy handle was closed during run()")
             now = clock()
+            if takeover is not None and _follow(episode, takeover, now, observe):
+                pacer.wait(now, player.period_s)
+                continue
             tick = player.tick(now, observe)
             action = tick.action
             if action is None:
@@ -223,6 +238,24 @@ def drive(
     except BaseException as exc:
         episode.stop(error=exc)  # hold, then the caller's bug propagates unchanged
         raise
+
+
+def _follow(
+    episode: Episode,
+    takeover: Callable[[], Any],
+    now: float,
+    observe: Callable[[], Observation | None],
+) -> bool:
+    """Ask ``takeover()`` who has the arm and tell the episode; True while a person has it."""
+    human = takeover()
+    if not isinstance(human, (bool, np.bool_)):
+        raise TypeError(f"takeover() must return a bool, got {type(human).__name__}")
+    if human:
+        episode.take_over(now)
+        episode.watch(now, observe)
+        return True
+    episode.hand_back(now)
+    return False
 
 
 def _pace(

@@ -147,6 +147,14 @@ class PlaybackStats:
         self._last_sent: FloatArray | None = None
         self._seam_step: float | None = None  # the seam under way's largest step so far
         self._open_gap_s = 0.0
+        #: Takeovers (``taken_over``, ``handed_back``): how many, their closed seconds, and
+        #: the hand-backs' figures (``RunOutcome``).
+        self.takeovers = 0
+        self.takeover_s = 0.0
+        self.max_resume_s = 0.0
+        self.max_resume_jump = 0.0
+        self._taken_at: float | None = None
+        self._released_at: float | None = None
 
     @property
     def in_underrun(self) -> bool:
@@ -165,9 +173,12 @@ class PlaybackStats:
     ) -> None:
         """A command was issued. ``raw`` is the planned step before any seam blending,
         ``sent`` what went out (None: ``raw``), ``blended`` whether a hand-over made it."""
-        if self._last_action_at is None:
+        if self.first_action_at is None:
             self.first_action_at = now
-        else:
+        if self._released_at is not None:  # the first policy command after a hand-back
+            self.max_resume_s = max(self.max_resume_s, now - self._released_at)
+            self._released_at = None
+        elif self._last_action_at is not None:
             gap = now - self._last_action_at
             self.max_gap_s = max(self.max_gap_s, gap)
             if self.in_underrun:  # scheduling jitter between two commands is not a stall
@@ -248,6 +259,39 @@ class PlaybackStats:
         self._open_gap_s = max(gap, 1e-9)
         return gap
 
+    def taken_over(self, now: float) -> None:
+        """A person took the arm: an underrun under way ends (its seconds so far count), and
+        no gap or seam is measured across the time they have it."""
+        self.close_seam()
+        if self._open_gap_s > 0.0:
+            self.underrun_s += max(0.0, self._open_gap_s - self._last_period)
+            self._open_gap_s = 0.0
+        self.takeovers += 1
+        self._taken_at = now
+        self._last_action_at = None
+        self._last_raw = self._last_sent = None
+        self._released_at = None
+
+    def handed_back(self, now: float) -> float:
+        """The person handed the arm back: the resume time runs from here. Returns the
+        seconds they had it."""
+        if self._taken_at is None:
+            return 0.0
+        held_s = max(0.0, now - self._taken_at)
+        self.takeover_s += held_s
+        self._taken_at = None
+        self._released_at = now
+        return held_s
+
+    def resume_jump(self, steps: float) -> None:
+        """The first step after a hand-back, off the arm's state by ``steps`` in-chunk steps."""
+        self.max_resume_jump = max(self.max_resume_jump, steps)
+
+    def takeover_seconds(self, now: float) -> float:
+        """Closed takeovers plus one still under way at ``now``."""
+        open_s = 0.0 if self._taken_at is None else max(0.0, now - self._taken_at)
+        return self.takeover_s + open_s
+
     def underrun_seconds(self) -> float:
         """Closed gaps plus the one still open (through the slot of its latest tick)."""
         return self.underrun_s + self._open_gap_s
@@ -269,6 +313,9 @@ class PlaybackStats:
             "max_gap_s": self.max_gap_s,
             "max_seam_jump": self.max_seam_jump,
             "max_seam_step": self.max_seam_step,
+            "takeovers": self.takeovers,
+            "max_resume_s": self.max_resume_s,
+            "max_resume_jump": self.max_resume_jump,
             "duty_cycle": self.duty_cycle(),
             "skipped_stale": self.skipped_stale,
             "skipped_late": self.skipped_late,
@@ -315,4 +362,7 @@ class PlaybackStats:
             max_seam_step=self.max_seam_step,
             seam_step_p95=self.seam_steps.quantile(0.95),
             blended_seams=self.blended_seams,
+            takeovers=self.takeovers,
+            max_resume_s=self.max_resume_s,
+            max_resume_jump=self.max_resume_jump,
         )

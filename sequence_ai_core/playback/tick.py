@@ -16,9 +16,11 @@ from ..types import ActionChunk, FloatArray
 if TYPE_CHECKING:
     from .plan import ChunkPlan, PlannedChunk
 
-#: What a tick did: played an action, waited for the first chunk, found nothing to play, or
-#: came in the slot of a step an earlier tick sent (``plan.EARLY``: send nothing, hold nothing).
-TickKind = Literal["action", "waiting", "underrun", "early"]
+#: What a tick did: played an action, waited for the first chunk, found nothing to play,
+#: came in the slot of a step an earlier tick sent (``plan.EARLY``: send nothing, hold
+#: nothing), found a person in control (``human``: send nothing, hold nothing), or waited for
+#: the first chunk after they handed the arm back (``resuming``: the arm is held).
+TickKind = Literal["action", "waiting", "underrun", "early", "human", "resuming"]
 
 
 # A tuple, not a frozen dataclass: one is made every tick, on cold caches right after the

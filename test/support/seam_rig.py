@@ -41,6 +41,7 @@ class Scripted(Executor):
         chunk = ActionChunk(rows, "r", self.space, rows.shape[1], HZ, len(rows) / HZ)
         prediction = Prediction(id=f"p{n}", model="m", action_chunk=chunk)
         future: Future[Any] = Future()
+        future.set_running_or_notify_cancel()  # a free worker takes it at once
         due = self.clock.now + self.latency(n)
         self._queued.append((due, future, fn, observation, prediction))
         return future
