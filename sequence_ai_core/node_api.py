@@ -11,7 +11,7 @@ from .credentials import resolve_api_key
 from .images import DEFAULT_QUALITY, DEFAULT_SIZE
 from .limits import MAX_CONTROL_HZ, MIN_CONTROL_HZ
 from .playback.engine_config import FRESHNESS, InvalidSetting, connections_for
-from .playback.episode import StopReason
+from .playback.episode import Label, StopReason
 from .playback.handover import HANDOVERS
 from .playback.journal import UNRECORDED, Journal
 from .recording.bag import load_rosbags
@@ -33,6 +33,7 @@ __all__ = [
     "FloatArray",
     "InvalidSetting",
     "Journal",
+    "Label",
     "RecordConfig",
     "StopReason",
     "connections_for",

@@ -4,7 +4,8 @@
 ``Policy.run()``'s loop is: it asks the engine for the step due now, applies every safety
 rule (``safety.py``), builds the command and sends it through the command sink, or says
 why not; the core ``Episode`` takes that verdict (``Episode.settle``) and decides whether
-the episode ends. ``step`` returns that end, if any, and the timer period to keep. It
+the episode ends; while a person has the arm it sends nothing. ``step`` returns that end,
+if any, and the timer period to keep. It
 remembers what the arm was last commanded this episode, which the next check and the hold
 command need. The node keeps the lifecycle and the ROS wiring; the interfaces reach this
 only through ``DriverHold``.
@@ -109,6 +110,9 @@ class Control:
         if stale is not None:
             episode.stop("stale_input", detail=stale)
             return _ended(_period(engine), episode)
+        if episode.taken_over:  # a person's device has the controller: send nothing
+            episode.watch(now, self.inputs.observe)
+            return Step(_period(engine))
         try:
             tick = engine.tick(now, self.inputs.observe)
         except Exception as exc:  # an untyped failure must still hold, not kill the executor
@@ -252,6 +256,12 @@ class Control:
         else:
             self.last_action = safety.after_hold(command)
             self._last_positions = command.positions
+
+    def hold_release(self) -> None:
+        """At a hand-back, until the policy's next chunk: zeros for speeds, the measured
+        position for targets (where the person left the arm), on the action topic."""
+        self._underrun_held = False
+        self.hold(early=False)
 
     def hold_underrun(self) -> None:
         """Once per underrun spell: a velocity or delta command would otherwise keep

@@ -33,6 +33,7 @@ _OUTCOME_FIELDS = (
     "max_seam_step", "seam_step_p95", "blended_seams",
     "skipped_stale", "retries", "requests", "latency_p50_s", "latency_p95_s",
     "staleness_p50_s", "staleness_p95_s", "duty_cycle", "reason",
+    "takeovers", "takeover_s", "max_resume_s", "max_resume_jump", "label",
 )  # fmt: skip
 
 
@@ -64,6 +65,8 @@ class Health:
     requests_sent: int | None = None  # over the connection's lifetime, all episodes
     configure_problem: str | None = None  # why the last configure failed, while unconfigured
     recording: RecordingStatus | None = None
+    #: Who has the arm: ``policy``, or ``human`` while a person has taken it over.
+    control_source: str = "policy"
 
 
 def _fmt(value: Any) -> str:
@@ -117,6 +120,8 @@ def _level_message(health: Health) -> tuple[int, str]:
         return WARN, "; ".join(warnings)
     if stop is not None:
         return stop
+    if health.episode_running and health.control_source == "human":
+        return OK, f"episode {health.episode_number}: a person has the arm, the policy waits"
     if health.episode_running:
         return OK, f"episode {health.episode_number} running, {health.actions} actions"
     return OK, f"{health.lifecycle}, no episode running"
@@ -130,6 +135,7 @@ def _values(health: Health) -> list[tuple[str, str]]:
         ("episode_running", str(health.episode_running)),
         ("actions", str(health.actions)),
         ("estop_latched", str(health.estop_latched)),
+        ("control_source", health.control_source),
     ]
     if health.gateway:
         values.append(("gateway", health.gateway))

@@ -3,6 +3,8 @@
 Plain state with no ROS and no I/O, so the rules are testable on their own:
 - an episode starts only when the node is active, none is running and the e-stop is released;
 - the e-stop latches: while it is latched nothing starts, and releasing it does not resume;
+- a person may take the arm over and hand it back (``set_takeover``): the state is the node's,
+  so an episode started while they have it waits for the hand-back;
 - counting, stopping and holding are the core ``sequence_ai_core.playback.episode.Episode``'s, the
   same as ``Policy.run()``'s: every episode ends exactly once, only that end holds, and the
   counts in diagnostics are the outcome's.
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sequence_ai_core import Episode, RunOutcome
-from sequence_ai_core.node_api import StopReason
+from sequence_ai_core.node_api import Label, StopReason
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ class Episodes:
         self.number = 0
         self.current: Episode | None = None
         self.estop_latched = False
+        #: A person has the arm (the takeover topic, ~/set_takeover).
+        self.taken_over = False
         self.last_end: EpisodeEnd | None = None
         self._recorded: Episode | None = None  # the episode whose end is last_end
 
@@ -52,12 +56,29 @@ class Episodes:
             return f"episode {self.number} is already running"
         return None
 
-    def start(self, episode: Episode) -> None:
-        """Number and run ``episode`` (after ``refusal`` said it may start)."""
+    def start(self, episode: Episode, now: float) -> None:
+        """Number and run ``episode`` (after ``refusal`` said it may start); taken over at
+        once if a person has the arm."""
         if self.running:
             raise RuntimeError(f"episode {self.number} is already running")
         self.number += 1
         self.current = episode
+        if self.taken_over:
+            episode.take_over(now)
+
+    def set_takeover(self, engaged: bool, now: float) -> bool:
+        """A person takes the arm (True) or hands it back, at ``now``; True if it changed.
+        The running episode follows (its one hold at the hand-back included)."""
+        if engaged == self.taken_over:
+            return False
+        self.taken_over = engaged
+        episode = self.current
+        if episode is not None and not episode.ended:
+            if engaged:
+                episode.take_over(now)
+            else:
+                episode.hand_back(now)
+        return True
 
     def set_estop(self, engaged: bool) -> bool:
         """Apply an e-stop message; True if a running episode must stop now."""
@@ -73,12 +94,13 @@ class Episodes:
         *,
         error: BaseException | None = None,
         detail: str = "",
+        label: Label = "",
     ) -> tuple[EpisodeEnd, RunOutcome] | None:
         """Stop the running episode from outside its ticks (an e-stop, a cancel, a failed
-        callback: its one hold included) and record its end (``record``)."""
+        callback, a person's label: its one hold included) and record its end (``record``)."""
         episode = self.current
         if episode is not None and not episode.ended:
-            episode.stop(reason, error=error, detail=detail)
+            episode.stop(reason, error=error, detail=detail, label=label)
         return self.record()
 
     def record(self) -> tuple[EpisodeEnd, RunOutcome] | None:

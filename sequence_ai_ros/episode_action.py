@@ -119,7 +119,7 @@ class EpisodeAction:
         result = RunEpisode.Result(outcome=outcome)
         if handle.is_cancel_requested:
             handle.canceled()
-        elif outcome.reason == "completed":
+        elif outcome.reason == "completed" or outcome.label == "success":
             handle.succeed()
         else:
             handle.abort()

@@ -1,14 +1,15 @@
 """Every ROS interface the node creates on configure, and the callbacks behind them.
 
 Callbacks store inputs (``InputStore``) or call the episode controller, a narrow protocol
-(start, stop, e-stop), never the node as a whole. Commands go out through ``CommandSink`` on
-the publishers made here.
+(start, stop, label, e-stop, takeover, the operator's commands), never the node as a whole.
+Commands go out through ``CommandSink`` on the publishers made here.
 
 QoS (docs/architecture.md §4; the tables are in docs/node.md): sensors best effort
-(sensor-data profile, which also matches reliable publishers); instruction and estop
-reliable + transient local, so a late-joining node still sees a latched e-stop, plus volatile
-twins of each (reliable, and best effort), because DDS matches no volatile or best-effort
-publisher (``create_publisher(Bool, "estop", 10)``) with the latched one; commands reliable.
+(sensor-data profile, which also matches reliable publishers); instruction, estop and
+takeover reliable + transient local, so a late-joining node still sees a latched e-stop,
+plus volatile twins of each (reliable, and best effort), because DDS matches no volatile or
+best-effort publisher (``create_publisher(Bool, "estop", 10)``) with the latched one;
+commands reliable; the operator's commands (``teleop_topic``) best effort, matching any.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ except ImportError:  # Humble (rclpy 3.3)
     from rclpy.qos_event import SubscriptionEventCallbacks
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Bool, String
-from std_srvs.srv import Trigger
+from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from .command_sink import Publishers
@@ -48,6 +49,15 @@ class EpisodeController(Protocol):
     def stop_episode(self, reason: Literal["stopped"], *, detail: str) -> bool: ...
 
     def on_estop(self, engaged: bool) -> None: ...
+
+    def set_takeover(self, engaged: bool, source: str) -> str:
+        """A person takes the arm (True) or hands it back; what happened, for the log."""
+
+    def end_episode(self, success: bool) -> bool:
+        """Stop the running episode with a person's label; False if none was running."""
+
+    def on_teleop(self, msg: Any) -> None:
+        """An operator's command on ``teleop_topic``."""
 
 
 def _stamp_s(stamp: Any) -> float:
@@ -90,7 +100,12 @@ class NodeInterfaces:
         self._create_latched_inputs()
         start = node.create_service(Trigger, "~/start_episode", self._on_start)
         stop = node.create_service(Trigger, "~/stop", self._on_stop)
-        self._entities += [(node.destroy_service, start), (node.destroy_service, stop)]
+        end = node.create_service(SetBool, "~/end_episode", self._on_end)
+        takeover = node.create_service(SetBool, "~/set_takeover", self._on_set_takeover)
+        self._entities += [(node.destroy_service, s) for s in (start, stop, end, takeover)]
+        if config.teleop_topic:
+            teleop = self.controller.on_teleop
+            self._sub(msg_type, config.teleop_topic, teleop, qos_profile_sensor_data)
         if config.hold_service:
             self.hold_client = node.create_client(Trigger, config.hold_service)
             self._entities.append((node.destroy_client, self.hold_client))
@@ -137,6 +152,7 @@ class NodeInterfaces:
             events = self._covered(qos is latched)
             self._sub(String, "instruction", self._on_instruction, qos, events)
             self._sub(Bool, "estop", self._on_estop, qos, events)
+            self._sub(Bool, "takeover", self._on_takeover, qos, events)
 
     def _pub(self, msg_type: Any, topic: str, qos: QoSProfile) -> Any:
         publisher = self.node.create_lifecycle_publisher(msg_type, topic, qos)
@@ -167,7 +183,7 @@ class NodeInterfaces:
             if not said:
                 said.append(True)
                 self.node.get_logger().info(
-                    "a volatile publisher on estop/instruction is received by the node's "
+                    "a volatile publisher on estop/instruction/takeover is received by the node's "
                     "volatile subscriptions (the latched one cannot match it)"
                 )
 
@@ -196,6 +212,20 @@ class NodeInterfaces:
 
     def _on_estop(self, msg: Any) -> None:
         self.controller.on_estop(bool(msg.data))
+
+    def _on_takeover(self, msg: Any) -> None:
+        self.controller.set_takeover(bool(msg.data), "takeover topic")
+
+    def _on_set_takeover(self, request: Any, response: Any) -> Any:
+        response.message = self.controller.set_takeover(bool(request.data), "~/set_takeover")
+        response.success = True
+        return response
+
+    def _on_end(self, request: Any, response: Any) -> Any:
+        label = "success" if request.data else "failure"
+        response.success = self.controller.end_episode(bool(request.data))
+        response.message = f"episode ended: {label}" if response.success else "no episode running"
+        return response
 
     def _on_start(self, request: Any, response: Any) -> Any:
         problem = self.controller.start_episode()

@@ -16,13 +16,17 @@ from sequence_ai_core.node_api import redact
 
 #: The figures copied as they are from the core ``RunOutcome`` (the message's other fields
 #: are the episode's identity, its texts and its stamp).
-COUNTS = ("actions", "chunks", "underruns", "skipped_stale", "retries", "requests")
+COUNTS = ("actions", "chunks", "underruns", "skipped_stale", "retries", "requests", "takeovers")
 FIGURES = (
     "elapsed_s", "underrun_s", "max_gap_s", "max_seam_jump", "max_seam_step", "seam_step_p95",
     "latency_p50_s", "latency_p95_s", "staleness_p50_s", "staleness_p95_s", "duty_cycle",
+    "takeover_s", "max_resume_s", "max_resume_jump",
 )  # fmt: skip
 #: The engine's phase as the action's feedback names it: an underrun holds the arm.
-STATES = {"waiting": "waiting", "playing": "playing", "underrun": "holding"}
+STATES = {
+    "waiting": "waiting", "playing": "playing", "underrun": "holding", "human": "human",
+    "resuming": "resuming",
+}  # fmt: skip
 _UINT32_MAX = 2**32 - 1
 #: The ends whose detail is the outcome's error when no exception is: what was refused,
 #: what went stale.
@@ -64,7 +68,13 @@ def outcome_message(
         setattr(msg, name, float(getattr(outcome, name)))
     msg.action_space = outcome.action_space or ""
     msg.recording = redact(outcome.recording or "", secret)
+    msg.label = outcome.label
     return msg
+
+
+def control_source(snapshot: Mapping[str, Any]) -> str:
+    """Who has the arm: ``human`` while taken over, else ``policy``."""
+    return "human" if snapshot.get("state") == "human" else "policy"
 
 
 def feedback_state(snapshot: Mapping[str, Any]) -> str:
@@ -87,6 +97,7 @@ def feedback_message(
     time since it started."""
     msg = message_type()
     msg.state = feedback_state(snapshot)
+    msg.control_source = control_source(snapshot)
     msg.actions = _count(actions)
     msg.chunks = _count(snapshot.get("chunks", 0))
     msg.underruns = _count(snapshot.get("underruns", 0))

@@ -23,7 +23,7 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import ok, try_shutdown
 
 from sequence_ai_core import Episode, PlaybackEngine, Policy, RunOutcome, SequencesError, connect
-from sequence_ai_core.node_api import StopReason, resolve_api_key
+from sequence_ai_core.node_api import Label, StopReason, resolve_api_key
 from sequence_ai_ros.msg import RunOutcome as RunOutcomeMsg
 
 from . import diagnostics, parameters, rclpy_guards
@@ -37,6 +37,7 @@ from .messages import MESSAGE_TYPES
 from .node_io import NodeIO
 from .outcome_message import DETAILED, error_text, outcome_message
 from .safety import SafetyChecks, checks_from_config
+from .teleop import operator_values
 
 #: Where the node reads an openpi server's key (sent as ``Authorization: Api-Key``); the
 #: gateway's key is never sent to an openpi server.
@@ -271,9 +272,11 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
                 max_actions=max_actions or config.max_actions,
                 hold=lambda: control.hold(early=True),
                 hold_underrun=control.hold_underrun,  # absolute targets hold by themselves
+                hold_release=control.hold_release,
                 stall_timeout_s=settings.stall_timeout_s,
                 journal=engine.journal,  # the recorder hears of every hold and the outcome
-            )
+            ),
+            time.monotonic(),
         )
         self.engine = engine
         self._last_error = None
@@ -349,6 +352,30 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             self.get_logger().warning("e-stop engaged: latched until released")
         self.health.publish_now()
 
+    def set_takeover(self, engaged: bool, source: str) -> str:
+        """A person takes the arm (from the callback: nothing goes out from now on) or hands
+        it back (the hold, then a tick at once: the request goes out now, not a period
+        later). Idempotent: one message may arrive on every takeover subscription."""
+        if not self.episodes.set_takeover(engaged, time.monotonic()):
+            return f"unchanged: {'a person has' if engaged else 'the policy has'} the arm"
+        who = "a person has the arm" if engaged else "handed back to the policy"
+        self.get_logger().info(f"{who} ({source})")
+        if not engaged:
+            self.on_tick()
+        self.health.publish_now()
+        return who
+
+    def end_episode(self, success: bool) -> bool:
+        """Stop the running episode (one hold) with a person's label (~/end_episode)."""
+        label: Label = "success" if success else "failure"
+        ended = self.episodes.end("stopped", detail=f"~/end_episode: {label}", label=label)
+        return self._episode_ended(ended)
+
+    def on_teleop(self, msg: Any) -> None:
+        """The operator's device's command (``teleop_topic``), journaled while taken over."""
+        if self.engine is not None and self.episodes.taken_over:
+            self.engine.journal.operator(time.monotonic(), operator_values(msg), "teleop")
+
     def fail_safe(self, exc: BaseException) -> None:
         """An exception escaped a callback: log it, hold, and keep serving (e-stop, services)."""
         self.get_logger().error(self._redact(f"callback raised: {traceback.format_exc()}"))
@@ -410,6 +437,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             requests_sent=self._policy.requests_sent if self._policy else None,
             configure_problem=self._configure_problem if self.config is None else None,
             recording=self.recordings.status(),
+            control_source="human" if self.episodes.taken_over else "policy",
         )
         return diagnostics.evaluate(health)
 

@@ -54,6 +54,8 @@ class NodeConfig:
     #: The ValidateChunk service every chunk is offered to, empty when off.
     chunk_validator: str
     hold_service: str
+    #: Where the operator's device commands the arm (recorded while taken over), or empty.
+    teleop_topic: str
     hardware_id: str
     gripper_dims: int
     gripper_joint: str

@@ -261,6 +261,13 @@ PARAMETERS: tuple[Parameter, ...] = (
     ),
     Parameter("hold_service", "string", "", "std_srvs/Trigger service called on every early stop."),
     Parameter(
+        "teleop_topic",
+        "string",
+        "",
+        "The operator's device's commands (the output type's message), recorded while a "
+        "person has the arm; empty = not recorded.",
+    ),
+    Parameter(
         "hardware_id",
         "string",
         "",

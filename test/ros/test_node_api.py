@@ -34,6 +34,7 @@ NODE_API = {
     "InvalidSetting",
     "Journal",
     "RecordConfig",
+    "Label",
     "StopReason",
     "UNRECORDED",
     "connections_for",
