@@ -42,7 +42,7 @@ def test_estop_latches_and_each_episode_ends_once() -> None:
 
     assert episodes.refusal(active=False) == "node is not active"
     assert episodes.refusal(active=True) is None
-    episodes.start(episode(3))
+    episodes.start(episode(3), 0.0)
     assert "already running" in str(episodes.refusal(active=True))
     assert episodes.set_estop(True) is True  # running: must stop now
     ended = episodes.end("estop")
@@ -52,7 +52,7 @@ def test_estop_latches_and_each_episode_ends_once() -> None:
     assert episodes.set_estop(False) is False
     assert not episodes.running  # releasing does not resume
     assert episodes.refusal(active=True) is None
-    episodes.start(episode(2))
+    episodes.start(episode(2), 0.0)
     current = episodes.current
     assert current is not None
     assert [current.commit(), current.commit()] == [False, True]
@@ -63,7 +63,7 @@ def test_estop_latches_and_each_episode_ends_once() -> None:
 
 def test_an_episode_refused_by_its_checks_is_recorded_with_its_own_detail() -> None:
     episodes = Episodes()
-    episodes.start(Episode(Counted(), max_actions=5))
+    episodes.start(Episode(Counted(), max_actions=5), 0.0)
     current = episodes.current
     assert current is not None and current.offer(None) and not current.commit()
     assert not current.offer("above upper_limits at index [0]")  # the episode stops itself

@@ -239,6 +239,7 @@ def outcome(**changes: Any) -> RunOutcome:
         action_space="joint_absolute", skipped_stale=104, retries=105, requests=106,
         latency_p50_s=5.5, latency_p95_s=6.5, staleness_p50_s=7.5, staleness_p95_s=8.5,
         duty_cycle=0.25, max_seam_step=9.5, seam_step_p95=10.5, recording="/bags/episode-7",
+        takeovers=107, takeover_s=11.5, max_resume_s=12.5, max_resume_jump=13.5, label="success",
     )  # fmt: skip
     values.update(changes)
     return RunOutcome(**values)
@@ -270,6 +271,8 @@ def test_outcome_message_copies_every_figure(types: MessageClasses) -> None:
         "skipped_stale": 104, "retries": 105, "requests": 106, "latency_p50_s": 5.5,
         "latency_p95_s": 6.5, "staleness_p50_s": 7.5, "staleness_p95_s": 8.5,
         "duty_cycle": 0.25, "action_space": "joint_absolute", "recording": "/bags/episode-7",
+        "takeovers": 107, "takeover_s": 11.5, "max_resume_s": 12.5, "max_resume_jump": 13.5,
+        "label": "success",
     }  # fmt: skip
     assert set(expected) == set(types[RUN_OUTCOME].FIELDS)  # type: ignore[attr-defined]
     figures = [v for k, v in expected.items() if k not in ("stamp", "model", "error")]
@@ -321,7 +324,7 @@ def test_the_key_is_redacted_from_error_and_recording(types: MessageClasses) -> 
     assert msg.error == "RuntimeError: gateway refused *** (Authorization: ***)"
     assert msg.recording == "/bags/***/episode-7"
     texts = [getattr(msg, n) for n in types[RUN_OUTCOME].FIELDS if isinstance(getattr(msg, n), str)]  # type: ignore[attr-defined]
-    assert len(texts) == 5 and not any(SECRET in t for t in texts)
+    assert len(texts) == 6 and not any(SECRET in t for t in texts)
     # a stop's detail (a refusal's reason) is redacted too
     assert error_text(None, f"service said {SECRET}", SECRET) == "service said ***"
     # without a key there is nothing to take out
@@ -495,6 +498,7 @@ def test_feedback_message_fields(types: MessageClasses) -> None:
     expected = {
         "state": "holding", "actions": 7, "chunks": 3, "underruns": 4, "elapsed_s": 2.5,
         "duty_cycle": 0.75, "latency_p95_s": 0.125, "staleness_p50_s": 0.0625,
+        "control_source": "policy",
     }  # fmt: skip
     assert set(expected) == set(types[FEEDBACK].FIELDS)  # type: ignore[attr-defined]
     for name, value in expected.items():
@@ -507,6 +511,11 @@ def test_feedback_message_fields(types: MessageClasses) -> None:
     assert same(msg.duty_cycle, 1.0) and same(msg.elapsed_s, 0.0)
     assert math.isnan(msg.latency_p95_s) and math.isnan(msg.staleness_p50_s)
     assert (msg.state, msg.chunks, msg.underruns) == ("waiting", 0, 0)
+    # a person has the arm: the engine's phase says so, and so does the feedback
+    msg = feedback_message(types[FEEDBACK], {"state": "human"}, actions=3, elapsed_s=1.0)
+    assert (msg.state, msg.control_source) == ("human", "human")
+    resuming = feedback_message(types[FEEDBACK], {"state": "resuming"}, actions=3, elapsed_s=1)
+    assert (resuming.state, resuming.control_source) == ("resuming", "policy")
 
 
 def test_the_core_outcome_has_every_figure_the_message_copies() -> None:

@@ -60,6 +60,8 @@ VALIDATE_REQUEST, VALIDATE_RESPONSE = (f"{PACKAGE}/srv/ValidateChunk_{h}" for h 
 # Humble std_srvs/srv/Trigger.srv (rosbags has no .srv files): request empty, then response.
 SERVICES = {
     "std_srvs/srv/Trigger": {"Request": [], "Response": ["success", "message"]},
+    # Humble std_srvs/srv/SetBool.srv: bool data --- bool success, string message
+    "std_srvs/srv/SetBool": {"Request": ["data"], "Response": ["success", "message"]},
     # Humble lifecycle_msgs/srv/ChangeState.srv: Transition transition --- bool success
     "lifecycle_msgs/srv/ChangeState": {"Request": ["transition"], "Response": ["success"]},
 }

@@ -27,8 +27,12 @@ _ARRAY_CODES = {
     "int32": "i", "uint32": "I", "int64": "q", "uint64": "Q",
 }  # fmt: skip
 
-# std_srvs/srv/Trigger.srv in Humble: empty request, then `bool success` and `string message`.
-_SERVICES = {"std_srvs/srv/Trigger": ("", "bool success\nstring message\n")}
+# std_srvs/srv/Trigger.srv in Humble: empty request, then `bool success` and `string message`;
+# SetBool.srv: `bool data`, then the same answer.
+_SERVICES = {
+    "std_srvs/srv/Trigger": ("", "bool success\nstring message\n"),
+    "std_srvs/srv/SetBool": ("bool data\n", "bool success\nstring message\n"),
+}
 
 
 def _check_base(kind: str, value: Any, field: str) -> Any:
