@@ -374,7 +374,8 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
     def on_teleop(self, msg: Any) -> None:
         """The operator's device's command (``teleop_topic``), journaled while taken over."""
         if self.engine is not None and self.episodes.taken_over:
-            self.engine.journal.operator(time.monotonic(), operator_values(msg), "teleop")
+            topic = self.config.teleop_topic if self.config else "teleop"
+            self.engine.journal.operator(time.monotonic(), operator_values(msg), topic)
 
     def fail_safe(self, exc: BaseException) -> None:
         """An exception escaped a callback: log it, hold, and keep serving (e-stop, services)."""
