@@ -1,4 +1,4 @@
-"""Everything on one machine, no robot and no credit: the gateway simulator, a simulated arm
+r"""Everything on one machine, no robot and no credit: the gateway simulator, a simulated arm
 and the policy node, configured and activated, with an episode started automatically.
 
     ros2 launch sequence_ai_ros sim.launch.py [model:=lingbot-va-5b] [output_type:=joint_trajectory]
@@ -10,6 +10,29 @@ jtc_jazzy_desired_state for joint_trajectory); its rejections are logged by sim_
 
 The simulator's key is taken from $SEQUENCES_SIM_API_KEY or generated for this launch; it
 reaches the simulator and the node through their environments only, never a parameter.
+
+A takeover from the command line, with the defaults (pi05-droid: seven joint speeds in
+rad/s; the gripper has its own topic). The policy node is ``/sequence_ai``; sim_arm takes a
+person's device on ``/operator_command`` (its ``command`` is remapped to the node's
+``/action``), which the node records while taken over (``teleop_topic``):
+
+    # take the arm: nothing goes out on /action until it is handed back
+    ros2 topic pub --once /takeover std_msgs/msg/Bool "{data: true}"
+    #   or: ros2 service call /sequence_ai/set_takeover std_srvs/srv/SetBool "{data: true}"
+    # move it: joint_1 at 0.2 rad/s while this runs (Ctrl-C: the arm stops within 0.25 s)
+    ros2 topic pub -r 10 /operator_command std_msgs/msg/Float64MultiArray \
+        "{data: [0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]}"
+    # hand it back (the pub above stopped): the policy resumes from where the arm is now
+    ros2 topic pub --once /takeover std_msgs/msg/Bool "{data: false}"
+    #   or: ros2 service call /sequence_ai/set_takeover std_srvs/srv/SetBool "{data: false}"
+    # end the episode with a label: true = success, false = failure
+    ros2 service call /sequence_ai/end_episode std_srvs/srv/SetBool "{data: true}"
+    # and start the next one
+    ros2 service call /sequence_ai/start_episode std_srvs/srv/Trigger
+
+An operator's command is a message of ``output_type``'s type with one value per joint:
+speeds (rad/s) for pi05-droid and cosmos3-edge-policy-droid (seven joints) and
+lingbot-vla-v2-6b (six), positions (rad) for lingbot-va-5b (six).
 """
 
 import os
@@ -64,6 +87,7 @@ def _policy_parameters(model, output_type, port):
         "max_actions": 100000,
         "startup_timeout_s": 30.0,
         "hardware_id": "sim_arm",
+        "teleop_topic": "operator_command",  # sim_arm's, recorded while a person has the arm
     }
 
 

@@ -8,6 +8,10 @@ is split off): the output type (``outputs/``) names the message class, and the s
 controller model in front of the joints (``forward_command`` takes Float64MultiArray, the
 ``jtc_*`` models JointTrajectory), which accepts and rejects what the real controller does
 and logs its messages.
+
+``operator_command`` is a person's teleop device: messages of the same type, applied exactly
+as ``command`` is (the device drives the same controller interface as the policy), and
+counted apart (``operator_commands``), for trying a takeover without a robot.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class SimArmNode(Node):  # type: ignore[misc, unused-ignore]
         self._velocity = kind_of(self.arm.model.action_space) == "velocity"
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.create_subscription(msg_type, "command", self._on_command, reliable)
+        self.create_subscription(msg_type, "operator_command", self._on_operator, reliable)
         self.create_subscription(msg_type, "gripper_command", self._on_gripper, reliable)
         self._joint_pub = self.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
         image_type = CompressedImage if self._compressed else Image
@@ -78,7 +83,9 @@ class SimArmNode(Node):  # type: ignore[misc, unused-ignore]
         self.create_timer(1.0 / state_hz, self.publish_state)
         if camera_hz > 0:
             self.create_timer(1.0 / camera_hz, self.publish_images)
+        #: Accepted commands: the policy's (``command``, ``gripper_command``), the operator's.
         self.commands = 0
+        self.operator_commands = 0
 
     def _param(self, name: str, default: Any, description: str) -> Any:
         descriptor = ParameterDescriptor(description=description)
@@ -109,27 +116,36 @@ class SimArmNode(Node):  # type: ignore[misc, unused-ignore]
             msg.header.frame_id = f"camera_{frame.view}"
             publisher.publish(msg)
 
-    def _apply(self, arm: FloatArray, gripper: float) -> None:
+    def _apply(self, arm: FloatArray, gripper: float) -> bool:
         try:
             self.arm.act(np.append(arm, gripper))
-            self.commands += 1
         except ValueError as exc:
             self.get_logger().error(f"command refused: {exc}")
+            return False
+        return True
 
     def _on_command(self, msg: Any) -> None:
+        if self._follow(msg):
+            self.commands += 1
+
+    def _on_operator(self, msg: Any) -> None:
+        if self._follow(msg):
+            self.operator_commands += 1
+
+    def _follow(self, msg: Any) -> bool:
+        """Apply an arm command (the gripper may ride along); True if it was accepted."""
         if self.arm.controlled is not None:
-            self._to_controller(msg)
-            return
+            return self._to_controller(msg)
         values = np.asarray(self._reader.values(msg, velocity=self._velocity), dtype=np.float64)
         joints = self.arm.model.joint_count
         if len(values) == joints + 1:
-            self._apply(values[:joints], float(values[joints]))
-        elif len(values) == joints:
-            self._apply(values, self.arm.gripper)
-        else:
-            self.get_logger().error(f"command has {len(values)} values, expected {joints}(+1)")
+            return self._apply(values[:joints], float(values[joints]))
+        if len(values) == joints:
+            return self._apply(values, self.arm.gripper)
+        self.get_logger().error(f"command has {len(values)} values, expected {joints}(+1)")
+        return False
 
-    def _to_controller(self, msg: Any) -> None:
+    def _to_controller(self, msg: Any) -> bool:
         joints = self.arm.model.joint_count
         command = self._reader.controller_command(msg)
         if isinstance(command, list) and len(command) == joints + 1:  # the gripper rides along
@@ -139,8 +155,7 @@ class SimArmNode(Node):  # type: ignore[misc, unused-ignore]
         if problem:
             self.rejected += 1
             self.get_logger().error(problem)  # what the real controller logs
-        else:
-            self.commands += 1
+        return not problem
 
     def _on_gripper(self, msg: Any) -> None:
         values = self._reader.values(msg, velocity=False)
@@ -151,7 +166,8 @@ class SimArmNode(Node):  # type: ignore[misc, unused-ignore]
             hold = (
                 np.zeros(self.arm.model.joint_count) if self._velocity else self.arm.joint_positions
             )
-            self._apply(hold, float(values[0]))
+            if self._apply(hold, float(values[0])):
+                self.commands += 1
 
 
 def main(args: list[str] | None = None) -> None:
