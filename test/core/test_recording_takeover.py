@@ -1,8 +1,9 @@
 """The flight recorder through a takeover: the takeover and release events, the arm's joint
 readings and camera images while a person has it (images under the requests' per-view rate),
 the operator's commands, the release hold and an outcome with the takeover fields and a
-label, each at its stamp, in a real rosbag2 bag read back by the ``mcap`` library's decoder.
-The key is in no byte; the queue and the size cap bound the new records as every other.
+label, each at its stamp, in a real rosbag2 bag read back by the ``mcap`` library's decoder
+and by the project's own reader. The key is in no byte; the queue and the size cap bound the
+new records as every other.
 
 The recorder is fed on the control thread's side as the episode feeds it, on a driver clock
 set by hand, so every stamp is known.
@@ -26,7 +27,9 @@ from sequence_ai_core.playback.journal import Journal
 from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.recording import topics
 from sequence_ai_core.recording.config import RecordConfig
+from sequence_ai_core.recording.episode_log import read_episode
 from sequence_ai_core.recording.recorder import FlightRecorder
+from sequence_ai_core.recording.takeovers import takeovers
 from sequence_ai_core.types import ImageFrame, Observation, Proprioception
 
 MODEL = "pi05-droid"
@@ -202,6 +205,20 @@ def test_the_takeover_its_release_the_hold_and_the_outcome_are_recorded(
     assert float(values["takeover_s"]) == 2.0 and float(values["max_resume_s"]) == 0.3
     assert float(values["max_resume_jump"]) == 0.4
     assert values["error"] == "RuntimeError: device said ***"
+
+
+def test_the_project_s_reader_finds_the_takeover_and_the_operator_s_commands(
+    recorded: tuple[FlightRecorder, dict[str, list[Message]]],
+) -> None:
+    recorder, _ = recorded
+    episode = read_episode(recorder.path)
+    (span,) = takeovers(episode)
+    assert span.end_t is not None
+    assert span.end_t - span.start_t == pytest.approx(RELEASE - TAKEOVER, abs=1e-6)
+    assert episode.human_t.size == len(OBSERVED) and episode.operator_t.size == len(OPERATED)
+    assert set(episode.operator_sources) == {SPACEMOUSE, "leader ***"}
+    assert episode.hold_reasons == ("release",)
+    assert episode.outcome["label"] == "success"
 
 
 def test_the_key_is_in_no_byte_of_a_bag_with_a_takeover(
