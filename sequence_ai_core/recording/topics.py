@@ -36,10 +36,12 @@ OBSERVATION = Topic(
 #: separated) when the observation had them, ``images`` (the views sent).
 REQUEST = Topic("/observation/request", "diagnostic_msgs/msg/DiagnosticStatus", "one request")
 #: Camera images as sent (JPEG or PNG bytes, ``format`` "jpeg" or "png"), one topic per view
-#: (``IMAGE_PREFIX + view``), rate-limited per view (``RecordConfig.image_hz``); frame_id is
+#: (``IMAGE_PREFIX + view``), rate-limited per view (``RecordConfig.image_hz``), requests' and
+#: those seen while a person has the arm (``HUMAN_JOINTS``) under one rate; frame_id is
 #: the view. Header stamp: the frame's own capture time when it had one, else the tick's.
 IMAGE_PREFIX = "/observation/image/"
 IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
+IMAGE_CARRIES = "a camera image sent, or seen while a person has the arm"
 #: Each chunk received, as the model sent it (before any hand-over): point *i* is due at
 #: header stamp (the chunk's anchor) + ``time_from_start``. ``positions`` hold the steps for
 #: absolute and delta spaces, ``velocities`` for velocity spaces; ``joint_names`` are
