@@ -63,9 +63,10 @@ class Timeline:
         self._open_gap = max(now - last[0], 1e-9)
 
     def _take_over(self) -> None:
-        """An underrun spell open when a person took the arm ends there."""
+        """An underrun spell open when a person took the arm ends there, as a command would
+        end it."""
         self._close()
-        self.underrun_s += self._open_gap
+        self.underrun_s += max(0.0, self._open_gap - self._period)
         self._open_gap = 0.0
 
     def _command(

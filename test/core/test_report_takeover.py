@@ -72,10 +72,11 @@ def taken_over(*, still_taken_at: float | None = None) -> EpisodeBag:
 
 
 #: What the engine's rules count for ``taken_over``: the takeover is no gap and the resume
-#: no seam; the underrun spell ends at the takeover (0.2 s open then).
+#: no seam; the underrun spell ends at the takeover as a command would end it (0.2 s open
+#: then, less the period).
 OUTCOME: dict[str, object] = {
     "reason": "stopped", "actions": 18, "chunks": 2, "requests": 2, "underruns": 2,
-    "stalls": 1, "underrun_s": 0.2, "duty_cycle": 1.8 / 2.0, "max_gap_s": 0.1,
+    "stalls": 1, "underrun_s": 0.1, "duty_cycle": 1.8 / 1.9, "max_gap_s": 0.1,
     "max_seam_jump": 0.0, "max_seam_step": 0.0, "blended_seams": 0, "latency_p50_s": 0.15,
     "latency_p95_s": 0.285, "skipped_stale": 0, "skipped_late": 0, "error": None,
     "action_space": SPACE, "takeovers": 1, "takeover_s": 1.0, "max_resume_s": 0.3,
@@ -110,8 +111,8 @@ def test_a_takeover_is_no_gap_no_seam_and_its_hand_back_is_timed(tmp_path: Path)
     assert found.max_gap_s == pytest.approx(PERIOD)  # not the 1.6 s across the takeover
     assert found.max_seam_jump == 0.0 and found.max_seam_step == 0.0
     assert (found.underruns, found.stalls) == (2, 1)
-    assert found.underrun_s == pytest.approx(0.2)  # the spell ends at the takeover
-    assert found.duty_cycle == pytest.approx(0.9)
+    assert found.underrun_s == pytest.approx(0.1)  # the spell ends at the takeover
+    assert found.duty_cycle == pytest.approx(1.8 / 1.9)
     assert found.holds == {"underrun": 1, "release": 1, "stopped": 1}
 
 
