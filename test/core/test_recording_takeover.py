@@ -267,3 +267,17 @@ def test_the_size_cap_stops_operator_commands_and_the_outcome_is_still_written(
     counts = values_of(only(bag[topics.RECORDING.name]))
     assert int(counts["dropped"]) == recorder.dropped and "cap" in counts["stopped"]
     assert math.isfinite(float(values_of(only(bag[topics.OUTCOME.name]))["takeover_s"]))
+
+
+def test_an_operator_command_with_no_values_is_recorded_empty(tmp_path: Path) -> None:
+    """A device message that commands nothing (a trajectory without points) still says when
+    and from where."""
+    recorder = FlightRecorder(RecordConfig(tmp_path), model=MODEL)
+    journal: Journal = recorder
+    journal.operator(1.0, np.empty(0), SPACEMOUSE)
+    journal.operator(1.1, np.array([[0.5, 0.25]]), SPACEMOUSE)  # flattened, as sent
+    assert recorder.close()
+    first, second = read_bag(recorder.path)[topics.OPERATOR.name]
+    assert list(first.message.data) == [] and first.message.layout.dim[0].label == SPACEMOUSE
+    assert list(second.message.data) == [0.5, 0.25]
+    assert second.log_time_ns - first.log_time_ns == round(1.1e9) - round(1.0e9)
