@@ -258,7 +258,7 @@ def recording_topics(_old: str) -> str:
 
     rows = [[_code(t.name), _code(t.msgtype), _cell(t.carries)] for t in topics.TOPICS]
     rows.insert(
-        1, [_code(topics.IMAGE_PREFIX + "<view>"), _code(topics.IMAGE_TYPE), "a camera image sent"]
+        1, [_code(topics.IMAGE_PREFIX + "<view>"), _code(topics.IMAGE_TYPE), topics.IMAGE_CARRIES]
     )
     events = [[_code(name), _cell(meaning)] for name, meaning in topics.EVENTS.items()]
     return (

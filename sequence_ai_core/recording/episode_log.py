@@ -80,6 +80,7 @@ def _episode(bag: Path, start: int, found: dict[str, list[tuple[int, Any]]]) -> 
     observations = found[topics.OBSERVATION.name]
     outcome = found[topics.OUTCOME.name]
     recording = found[topics.RECORDING.name]
+    operator = found[topics.OPERATOR.name]
     return RecordedEpisode(
         path=bag,
         start_ns=start,
@@ -96,6 +97,11 @@ def _episode(bag: Path, start: int, found: dict[str, list[tuple[int, Any]]]) -> 
         ),
         observation_t=np.array([t(_stamp(m.header.stamp)) for _, m in observations], np.float64),
         requests=len(found[topics.REQUEST.name]),
+        human_t=np.array(
+            [t(_stamp(m.header.stamp)) for _, m in found[topics.HUMAN_JOINTS.name]], np.float64
+        ),
+        operator_t=np.array([t(stamp) for stamp, _ in operator], dtype=np.float64),
+        operator_sources=tuple(m.layout.dim[0].label if m.layout.dim else "" for _, m in operator),
         outcome={**_values(outcome[-1][1]), "reason": str(outcome[-1][1].message)}
         if outcome
         else {},

@@ -15,6 +15,7 @@ import numpy as np
 
 from .recorded import RecordedEpisode
 from .replay import Attribution, attribute
+from .takeovers import resume_times, takeovers
 from .timeline import Timeline, peak
 
 
@@ -50,6 +51,11 @@ class Measures:
     skipped_late: int
     #: First to last message of the bag.
     elapsed_s: float
+    #: Takeover spans, their seconds (one still open runs to the bag's end), and the longest
+    #: from a release to the first command after it (0.0: none).
+    takeovers: int
+    takeover_s: float
+    max_resume_s: float
     holds: Mapping[str, int]
     #: The recorder's own count (None: the bag has no ``/recording``).
     dropped: int | None
@@ -71,6 +77,7 @@ def measure(episode: RecordedEpisode, played: Attribution | None = None) -> Meas
     steps = np.abs(np.diff(commands, axis=0))
     latencies = _latencies(episode)
     dropped = episode.recording.get("dropped")
+    spans = takeovers(episode)
     return Measures(
         actions=len(episode.command_t),
         chunks=len({int(i) for i in played.chunk.tolist() if i >= 0}),
@@ -80,7 +87,7 @@ def measure(episode: RecordedEpisode, played: Attribution | None = None) -> Meas
         stalls=counts.stalls,
         underrun_s=counts.underrun_seconds(),
         duty_cycle=counts.duty_cycle(),
-        max_gap_s=peak(np.diff(episode.command_t)),
+        max_gap_s=counts.max_gap_s,
         max_seam_jump=counts.max_seam_jump,
         max_seam_step=max(counts.seam_steps, default=0.0),
         seam_step_p95=_quantile(counts.seam_steps, 0.95),
@@ -94,6 +101,9 @@ def measure(episode: RecordedEpisode, played: Attribution | None = None) -> Meas
         skipped_stale=_event_steps(episode, "skipped_stale"),
         skipped_late=_event_steps(episode, "skipped_late"),
         elapsed_s=episode.end_t,
+        takeovers=len(spans),
+        takeover_s=sum(span.seconds(episode.end_t) for span in spans),
+        max_resume_s=max(resume_times(episode, spans), default=0.0),
         holds=dict(Counter(episode.hold_reasons)),
         dropped=int(float(dropped)) if dropped else None,
         seam_dims=arm,

@@ -53,13 +53,14 @@ class Messages:
     def serialize(self, msgtype: str, message: object) -> bytes:
         return bytes(self._store.serialize_cdr(message, msgtype))
 
-    def command(self, action: FloatArray, action_space: str) -> bytes:
-        """``std_msgs/msg/Float64MultiArray``, ``data`` the action."""
+    def command(self, action: FloatArray, label: str) -> bytes:
+        """``std_msgs/msg/Float64MultiArray``, ``data`` the action, ``layout.dim[0]`` labelled
+        ``label`` (a command's action space, an operator command's source)."""
         values = np.ascontiguousarray(action, dtype="<f8")
-        key = (action_space, values.size)
+        key = (label, values.size)
         prefix = self._command_prefix.get(key)
         if prefix is None:
-            template = self.serialize(topics.COMMAND.msgtype, self._array(action_space, values))
+            template = self.serialize(topics.COMMAND.msgtype, self._array(label, values))
             prefix = self._command_prefix[key] = template[: len(template) - 8 * values.size]
         return prefix + values.tobytes()
 

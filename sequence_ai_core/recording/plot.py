@@ -1,10 +1,11 @@
 """The report's figure: one PNG of what an episode commanded, planned and waited for.
 
 Per action dimension (up to ``MAX_DIMS``): the commands played (a line), every chunk's plan
-where it played (thin grey lines), seams (green ticks), holds (red lines, with the reason)
-and underruns (shaded from the underrun to the next command). Below them the refill latency
-of each chunk and the age of the plan each command came from, then the outcome beside the
-numbers computed from the streams. Needs matplotlib (the ``report`` extra); draws with Agg.
+where it played (thin grey lines), seams (green ticks), holds (red lines, with the reason),
+underruns (shaded from the underrun to the next command) and the spans a person had the arm
+(shaded purple). Below them the refill latency of each chunk and the age of the plan each
+command came from, then the outcome beside the numbers computed from the streams. Needs
+matplotlib (the ``report`` extra); draws with Agg.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .extras import MissingExtra
 from .measures import Measures, measure
 from .recorded import Floats, RecordedEpisode
 from .replay import Attribution, attribute
+from .takeovers import had_takeovers, takeovers
 
 #: More dimensions than this are cut, and the figure says so.
 MAX_DIMS = 8
@@ -59,8 +61,8 @@ def plot(
     cut = f" (dims 0-{shown - 1} of {width} shown)" if width > shown else ""
     figure.suptitle(
         f"{episode.model or 'unknown model'} | {episode.action_space or 'unknown space'} | "
-        f"{episode.outcome.get('reason', 'no outcome')} | {found.actions} actions, "
-        f"{found.chunks} chunks, {found.stalls} stalls{cut}",
+        f"{episode.outcome.get('reason', 'no outcome')}{_label(episode)} | "
+        f"{found.actions} actions, {found.chunks} chunks, {found.stalls} stalls{cut}",
         fontsize=14,
         fontweight="bold",
     )
@@ -94,12 +96,17 @@ def _dimension(
 def _marks(axes: list[Any], episode: RecordedEpisode, played: Attribution) -> None:
     seams = episode.command_t[played.seams()]
     spells = _underrun_spells(episode)
+    taken = [
+        (span.start_t, span.start_t + span.seconds(episode.end_t)) for span in takeovers(episode)
+    ]
     labelled: set[str] = set()
     for index, ax in enumerate(axes):
         transform = ax.get_xaxis_transform()
         ax.vlines(seams, 0.0, 0.12, transform=transform, color="C2", lw=1.2, label="seams")
         for start, end in spells:
             ax.axvspan(start, end, color="orange", alpha=0.3, lw=0, label="underrun")
+        for start, end in taken:
+            ax.axvspan(start, end, color="C4", alpha=0.15, lw=0, label="taken over")
         for t, reason in zip(episode.hold_t.tolist(), episode.hold_reasons, strict=True):
             ax.axvline(t, color="red", lw=1.0, label="hold")
             if index == 0 and (reason not in labelled or len(episode.hold_t) <= 12):
@@ -152,6 +159,11 @@ def _plan_age(episode: RecordedEpisode, played: Attribution) -> Floats:
     return np.asarray(episode.command_t - observed[played.chunk], dtype=np.float64)
 
 
+def _label(episode: RecordedEpisode) -> str:
+    label = episode.outcome.get("label", "")
+    return f" ({label})" if label else ""
+
+
 def _outcome(ax: Any, episode: RecordedEpisode, found: Measures) -> None:
     ax.axis("off")
     outcome = episode.outcome
@@ -175,6 +187,15 @@ def _outcome(ax: Any, episode: RecordedEpisode, found: Measures) -> None:
         ("latency p95", recorded("latency_p95_s", "{:.3f} s"), f"{found.latency_p95_s:.3f} s"),
         ("dropped (recorder)", "-", "-" if found.dropped is None else f"{found.dropped}"),
     ]
+    if had_takeovers(episode):
+        rows += [
+            ("takeovers", recorded("takeovers", "{:.0f}"), f"{found.takeovers}"),
+            ("time taken over", recorded("takeover_s", "{:.3f} s"), f"{found.takeover_s:.3f} s"),
+            ("max resume time", recorded("max_resume_s", "{:.3f} s"),
+             f"{found.max_resume_s:.3f} s"),
+            ("max resume jump", recorded("max_resume_jump", "{:.2f}"), "-"),
+            ("operator commands", "-", f"{episode.operator_t.size}"),
+        ]  # fmt: skip
     lines = [f"{'':22}{'outcome':>14}{'from the bag':>16}"]
     lines += [f"{name:22}{mine:>14}{theirs:>16}" for name, mine, theirs in rows]
     half = (len(lines) + 1) // 2

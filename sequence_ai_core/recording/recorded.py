@@ -59,6 +59,11 @@ class RecordedEpisode:
     events: tuple[RecordedEvent, ...]
     observation_t: Floats
     requests: int
+    #: While taken over: each joint reading's header stamp, and each operator command's time
+    #: and source (``layout.dim[0]``'s label); empty in a bag without takeovers.
+    human_t: Floats
+    operator_t: Floats
+    operator_sources: tuple[str, ...]
     #: ``/outcome``'s values, and ``reason`` (its message); empty if the bag has none.
     outcome: Mapping[str, str]
     #: ``/recording``'s values; empty if the bag has none.

@@ -86,21 +86,16 @@ class FlightRecorder:
     # ------------------------------------------------------------------ the journal
 
     def request(self, now: float, number: int, observation: Observation) -> None:
-        joints = observation.proprioception
-        velocities = joints.joint_velocities
-        self._put(
-            (
-                "request", now, number,
-                np.array(joints.joint_positions, dtype=np.float64),
-                np.array(velocities if velocities is not None else (), dtype=np.float64),
-                observation,
-            )
-        )  # fmt: skip
-        if self._image_period is not None:
-            for frame in observation.images:
-                if now >= self._images_due.get(frame.view, -np.inf):
-                    self._images_due[frame.view] = now + self._image_period
-                    self._put(("image", now, frame))
+        self._put(("request", now, number, *_joints(observation), observation))
+        self._images(now, observation)
+
+    def observed(self, now: float, observation: Observation) -> None:
+        self._put(("observed", now, *_joints(observation)))
+        self._images(now, observation)
+
+    def operator(self, now: float, values: FloatArray, source: str) -> None:
+        # copied: the device's buffer may be reused; flat, as a Float64MultiArray's data is
+        self._put(("operator", now, np.array(values, dtype=np.float64).reshape(-1), source))
 
     def chunk(
         self, now: float, number: int, seq: int, prediction: Prediction, observed_at: float,
@@ -151,6 +146,16 @@ class FlightRecorder:
             self._thread.join(wait_s)
         return not self._thread.is_alive()
 
+    def _images(self, now: float, observation: Observation) -> None:
+        """Each view's frame when its turn under ``image_hz`` has come (encoded, if raw, on
+        the writer)."""
+        if self._image_period is None:
+            return
+        for frame in observation.images:
+            if now >= self._images_due.get(frame.view, -np.inf):
+                self._images_due[frame.view] = now + self._image_period
+                self._put(("image", now, frame))
+
     def _put(self, record: Record) -> None:
         if self._writer.failed or len(self._queue) >= self.config.queue_limit:
             self._queue_dropped += 1
@@ -170,3 +175,13 @@ class FlightRecorder:
             if closing:
                 break
         writer.finish(self._queue_dropped)
+
+
+def _joints(observation: Observation) -> tuple[FloatArray, FloatArray]:
+    """The joint positions and velocities (empty when none), copied off the caller's lists."""
+    joints = observation.proprioception
+    velocities = joints.joint_velocities
+    return (
+        np.array(joints.joint_positions, dtype=np.float64),
+        np.array(velocities if velocities is not None else (), dtype=np.float64),
+    )

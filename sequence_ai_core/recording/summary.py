@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from ..action_spaces import seam_unit
 from .measures import Measures, measure
 from .recorded import RecordedEpisode
+from .takeovers import had_takeovers
 
 #: A row: its label, then how to show a computed value and which outcome field it stands
 #: beside (None: the outcome has no such number).
@@ -35,10 +36,11 @@ def _amount(value: float) -> str:
     return "-" if not math.isfinite(value) else f"{value:.4f}"
 
 
-def _rows(unit: str, dims: str) -> list[Row]:
-    def of(field: str, show: Callable[[float], str]) -> Callable[[Measures], str]:
-        return lambda m: show(float(getattr(m, field)))
+def _field(field: str, show: Callable[[float], str]) -> Callable[[Measures], str]:
+    return lambda m: show(float(getattr(m, field)))
 
+
+def _rows(unit: str, dims: str) -> list[Row]:
     rows: list[tuple[str, str, str | None, Callable[[float], str]]] = [
         ("commands played", "actions", "actions", _count),
         ("chunks played", "chunks", "chunks", _count),
@@ -64,7 +66,17 @@ def _rows(unit: str, dims: str) -> list[Row]:
         # not compared: the outcome's runs from the first tick to the stop
         ("elapsed (bag: first to last message)", "elapsed_s", None, _show_s),
     ]
-    return [(label, of(field, show), recorded, show) for label, field, recorded, show in rows]
+    return [(label, _field(field, show), recorded, show) for label, field, recorded, show in rows]
+
+
+def _takeover_rows() -> list[Row]:
+    """Shown when the bag or the outcome has a takeover."""
+    rows: list[tuple[str, str, Callable[[float], str]]] = [
+        ("takeovers", "takeovers", _count),
+        ("time taken over", "takeover_s", _show_s),
+        ("max resume time (release to command)", "max_resume_s", _show_s),
+    ]
+    return [(label, _field(field, show), field, show) for label, field, show in rows]
 
 
 def summary(episode: RecordedEpisode, measures: Measures | None = None) -> str:
@@ -88,7 +100,8 @@ def summary(episode: RecordedEpisode, measures: Measures | None = None) -> str:
             f", {_recorded(outcome, 'elapsed_s', _show_s)} from the first tick"
             if "elapsed_s" in outcome
             else ""
-        ),
+        )
+        + (f", labelled {outcome['label']}" if outcome.get("label") else ""),
         "  chunk starts: "
         + (
             "as the started events say"
@@ -98,14 +111,19 @@ def summary(episode: RecordedEpisode, measures: Measures | None = None) -> str:
         "",
         f"  {'':40} {'from the streams':>18} {'outcome':>14}",
     ]
-    for label, computed, field, show in _rows(seam_unit(episode.action_space), dims):
+    rows = _rows(seam_unit(episode.action_space), dims)
+    taken_over = had_takeovers(episode)
+    for label, computed, field, show in rows + (_takeover_rows() if taken_over else []):
         mine = computed(found)
         theirs = "" if field is None else _recorded(outcome, field, show)
         differs = field is not None and theirs not in ("", "-") and theirs != mine
         lines.append(
             f"  {label:40} {mine:>18} {theirs:>14}{'  <- differs' if differs else ''}".rstrip()
         )
-    lines += ["", _holds(found.holds), _recording(episode.recording, found.dropped)]
+    lines += ["", _holds(found.holds)]
+    if taken_over or episode.operator_t.size:
+        lines.append(_human(episode, outcome))
+    lines.append(_recording(episode.recording, found.dropped))
     if found.unattributed:
         lines.append(f"  {found.unattributed} commands matched no recorded chunk step")
     return "\n".join(lines)
@@ -123,6 +141,16 @@ def _holds(holds: Mapping[str, int]) -> str:
         return "holds: none"
     each = ", ".join(f"{reason} x{count}" for reason, count in sorted(holds.items()))
     return f"holds: {sum(holds.values())} ({each})"
+
+
+def _human(episode: RecordedEpisode, outcome: Mapping[str, str]) -> str:
+    sources = ", ".join(sorted(set(episode.operator_sources))) or "none"
+    jump = _recorded(outcome, "max_resume_jump", lambda v: f"{v:.2f} in-chunk steps")
+    return (
+        f"while taken over: {episode.human_t.size} joint readings, "
+        f"{episode.operator_t.size} operator commands (from {sources})"
+        + (f"; max resume jump {jump} (outcome)" if jump else "")
+    )
 
 
 def _recording(recording: Mapping[str, str], dropped: int | None) -> str:

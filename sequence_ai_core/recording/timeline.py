@@ -1,6 +1,12 @@
 """A recorded episode's commands and underrun ticks, in time order, counted the way
 ``playback.stats.PlaybackStats`` counts a live episode: underruns and their spells, the time
-no command covered, and each seam's jump (the plan's) and step (what was sent)."""
+no command covered, the largest gap between commands, and each seam's jump (the plan's) and
+step (what was sent).
+
+A takeover starts the count afresh, as at the episode's start: the command after a release is
+no seam and ends no gap (the plan before it is never played again; the outcome's resume
+fields measure the hand-back), and the time a person had the arm is neither gap nor underrun.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +17,16 @@ import numpy as np
 from .recorded import Floats, RecordedEpisode
 from .replay import Attribution
 
+#: The position of a tick that is no command (commands' are 0, 1, ...).
+UNDERRUN, TAKEOVER = -1, -2
+
 
 class Timeline:
     """Counted on construction; ``arm`` are the dimensions seams are measured on."""
 
     def __init__(self, episode: RecordedEpisode, played: Attribution, arm: list[int]) -> None:
         self.underruns = self.stalls = self.seams = self.blended_seams = 0
-        self.underrun_s = self.max_seam_jump = 0.0
+        self.underrun_s = self.max_seam_jump = self.max_gap_s = 0.0
         self.seam_steps: list[float] = []
         self.staleness: list[float] = []
         self._arm = arm
@@ -27,11 +36,19 @@ class Timeline:
         self._seam: float | None = None
         times = episode.command_t.tolist()
         underruns = episode.event_times("underrun").tolist()
-        ticks = sorted([(t, k) for k, t in enumerate(times)] + [(t, -1) for t in underruns])
+        takeovers = episode.event_times("takeover").tolist()
+        ticks = sorted(
+            [(t, k) for k, t in enumerate(times)]
+            + [(t, UNDERRUN) for t in underruns]
+            + [(t, TAKEOVER) for t in takeovers]
+        )
         last: tuple[float, int] | None = None  # the last command: time, position
         for now, k in ticks:
-            if k < 0:
+            if k == UNDERRUN:
                 self._underrun(now, last)
+            elif k == TAKEOVER:
+                self._take_over()
+                last = None
             else:
                 self._command(episode, played, now, k, last)
                 last = now, k
@@ -44,6 +61,13 @@ class Timeline:
         self.stalls += self._open_gap == 0.0
         self.underruns += 1
         self._open_gap = max(now - last[0], 1e-9)
+
+    def _take_over(self) -> None:
+        """An underrun spell open when a person took the arm ends there, as a command would
+        end it."""
+        self._close()
+        self.underrun_s += max(0.0, self._open_gap - self._period)
+        self._open_gap = 0.0
 
     def _command(
         self,
@@ -58,8 +82,10 @@ class Timeline:
         sent, planned = episode.commands[k], played.planned[k]
         raw = sent if chunk is None else planned
         blended = chunk is not None and bool((sent != planned).any())
-        if last is not None and self._open_gap > 0.0:
-            self.underrun_s += max(0.0, now - last[0] - self._period)
+        if last is not None:
+            self.max_gap_s = max(self.max_gap_s, now - last[0])
+            if self._open_gap > 0.0:
+                self.underrun_s += max(0.0, now - last[0] - self._period)
         if chunk is not None:
             self._period = chunk.period_s
             self.staleness.append(now - chunk.observed_at_t)

@@ -36,10 +36,12 @@ OBSERVATION = Topic(
 #: separated) when the observation had them, ``images`` (the views sent).
 REQUEST = Topic("/observation/request", "diagnostic_msgs/msg/DiagnosticStatus", "one request")
 #: Camera images as sent (JPEG or PNG bytes, ``format`` "jpeg" or "png"), one topic per view
-#: (``IMAGE_PREFIX + view``), rate-limited per view (``RecordConfig.image_hz``); frame_id is
+#: (``IMAGE_PREFIX + view``), rate-limited per view (``RecordConfig.image_hz``), requests' and
+#: those seen while a person has the arm (``HUMAN_JOINTS``) under one rate; frame_id is
 #: the view. Header stamp: the frame's own capture time when it had one, else the tick's.
 IMAGE_PREFIX = "/observation/image/"
 IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
+IMAGE_CARRIES = "a camera image sent, or seen while a person has the arm"
 #: Each chunk received, as the model sent it (before any hand-over): point *i* is due at
 #: header stamp (the chunk's anchor) + ``time_from_start``. ``positions`` hold the steps for
 #: absolute and delta spaces, ``velocities`` for velocity spaces; ``joint_names`` are
@@ -56,11 +58,28 @@ CHUNK_INFO = Topic("/chunk/info", "diagnostic_msgs/msg/DiagnosticStatus", "a chu
 #: ``data`` the action, ``layout.dim[0]`` labelled with the action space. Receive time: the
 #: tick that played it.
 COMMAND = Topic("/command", "std_msgs/msg/Float64MultiArray", "one command played")
-#: Every hold: ``message`` the reason (``underrun`` or the episode's stop reason).
+#: Every hold: ``message`` the reason (``underrun``, ``release``: the arm held at a hand-back
+#: until the policy's next chunk arrives, or the episode's stop reason).
 HOLD = Topic("/hold", "diagnostic_msgs/msg/DiagnosticStatus", "one hold")
 #: Engine events, ``name`` one of ``EVENTS``, values as listed there.
 EVENTS_TOPIC = Topic("/events", "diagnostic_msgs/msg/DiagnosticStatus", "one engine event")
-#: The episode's ``RunOutcome`` at its end: ``message`` the reason, one value per field.
+#: While a person has the arm (between ``takeover`` and ``release`` events): its joint reading
+#: each time the episode observes it (``Journal.observed``), the fields of ``OBSERVATION``'s;
+#: header stamp: when it was read. Its camera images go on the ``IMAGE_PREFIX`` topics, under
+#: the same per-view rate as a request's.
+HUMAN_JOINTS = Topic(
+    "/human/joint_states",
+    "sensor_msgs/msg/JointState",
+    "the joint reading while a person has the arm",
+)
+#: Each command a person's device sent while the arm was taken over, as the device sent it:
+#: ``data`` its values, ``layout.dim[0]`` labelled with where it came from (a topic name or a
+#: label). Receive time: when the driver took it.
+OPERATOR = Topic(
+    "/human/command", "std_msgs/msg/Float64MultiArray", "one command a person's device sent"
+)
+#: The episode's ``RunOutcome`` at its end: ``message`` the reason, one value per field (the
+#: ``label``, a person's verdict, as text: ``success``, ``failure`` or empty).
 OUTCOME = Topic("/outcome", "diagnostic_msgs/msg/DiagnosticStatus", "the episode's outcome")
 #: The recorder's own account, last in every bag: values ``written``, ``dropped`` (messages
 #: not recorded: queue full, over the cap, or a write that failed) and ``stopped`` (why
@@ -86,6 +105,17 @@ EVENTS = {
         "anchor it played on in epoch seconds, which moves from the recorded one when the lag "
         "changed while it waited, or when it started early because the plan ran out)"
     ),
+    "takeover": (
+        "a person took the arm over: nothing is sent until the release, and the arm, its "
+        "cameras and the operator's commands are recorded on the /human topics (values: none)"
+    ),
+    "release": (
+        "a person handed the arm back; a release hold follows until the policy's next chunk "
+        "arrives (values: takeover_s, the seconds it was taken over)"
+    ),
 }
 
-TOPICS = (OBSERVATION, REQUEST, CHUNK, CHUNK_INFO, COMMAND, HOLD, EVENTS_TOPIC, OUTCOME, RECORDING)
+TOPICS = (
+    OBSERVATION, REQUEST, CHUNK, CHUNK_INFO, COMMAND, HOLD, EVENTS_TOPIC, HUMAN_JOINTS, OPERATOR,
+    OUTCOME, RECORDING,
+)  # fmt: skip

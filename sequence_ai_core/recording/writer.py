@@ -62,7 +62,7 @@ class RecordWriter:
         self._converters: dict[str, Callable[..., list[Message]]] = {
             "request": self._request, "image": self._image, "chunk": self._chunk,
             "event": self._event, "command": self._command, "hold": self._hold,
-            "outcome": self._outcome,
+            "observed": self._observed, "operator": self._operator, "outcome": self._outcome,
         }  # fmt: skip
 
     def open(self, views: Sequence[str] = ()) -> None:
@@ -216,6 +216,14 @@ class RecordWriter:
             values["end_effector_pose"] = ",".join(repr(float(v)) for v in pose)
         observed = (topics.OBSERVATION.name, topics.OBSERVATION.msgtype, joints)
         return [observed, self._status(bag, topics.REQUEST, "request", "", values)]
+
+    def _observed(self, bag: BagFile, ns: int, positions: Any, velocities: Any) -> list[Message]:
+        joints = bag.messages.joint_state(ns, self._config.joint_names, positions, velocities)
+        return [(topics.HUMAN_JOINTS.name, topics.HUMAN_JOINTS.msgtype, joints)]
+
+    def _operator(self, bag: BagFile, ns: int, values: Any, source: str) -> list[Message]:
+        data = bag.messages.command(values, self._text(source))
+        return [(topics.OPERATOR.name, topics.OPERATOR.msgtype, data)]
 
     def _image(self, bag: BagFile, ns: int, frame: ImageFrame) -> list[Message]:
         data, image_format = frame_bytes(frame, self._config.image_max_side)

@@ -57,6 +57,20 @@ def _floats(values: Sequence[float] | FloatArray) -> FloatArray:
     return np.asarray(values, dtype=np.float64)
 
 
+def _joint_state(t: float, positions: Sequence[float]) -> Any:
+    return TYPES["sensor_msgs/msg/JointState"](
+        header=_header(t), name=[], position=_floats(positions), velocity=_floats([]),
+        effort=_floats([]),
+    )  # fmt: skip
+
+
+def _array(values: Sequence[float] | FloatArray, label: str) -> Any:
+    data = _floats(values)
+    dim = TYPES["std_msgs/msg/MultiArrayDimension"](label=label, size=len(data), stride=1)
+    layout = TYPES["std_msgs/msg/MultiArrayLayout"](dim=[dim], data_offset=0)
+    return TYPES["std_msgs/msg/Float64MultiArray"](layout=layout, data=data)
+
+
 class EpisodeBag:
     def __init__(self, gripper_dims: Sequence[int] | None = ()) -> None:
         #: None: the chunk metadata names no gripper dims (an older recorder).
@@ -68,12 +82,15 @@ class EpisodeBag:
         self.messages.append((t, topic, message))
 
     def observation(self, t: float, positions: Sequence[float], request: int) -> None:
-        state = TYPES["sensor_msgs/msg/JointState"](
-            header=_header(t), name=[], position=_floats(positions), velocity=_floats([]),
-            effort=_floats([]),
-        )  # fmt: skip
-        self.add(t, topics.OBSERVATION, state)
+        self.add(t, topics.OBSERVATION, _joint_state(t, positions))
         self.add(t, topics.REQUEST, _status("request", "", request=request, images=""))
+
+    def human(self, t: float, positions: Sequence[float]) -> None:
+        """The arm's joint reading while a person has it."""
+        self.add(t, topics.HUMAN_JOINTS, _joint_state(t, positions))
+
+    def operator(self, t: float, values: Sequence[float], source: str) -> None:
+        self.add(t, topics.OPERATOR, _array(values, source))
 
     def chunk(
         self,
@@ -117,12 +134,7 @@ class EpisodeBag:
         self.add(t, topics.CHUNK_INFO, _status("chunk", "", **info))
 
     def command(self, t: float, values: Sequence[float] | FloatArray, space: str) -> None:
-        data = _floats(values)
-        dim = TYPES["std_msgs/msg/MultiArrayDimension"](label=space, size=len(data), stride=1)
-        layout = TYPES["std_msgs/msg/MultiArrayLayout"](dim=[dim], data_offset=0)
-        self.add(
-            t, topics.COMMAND, TYPES["std_msgs/msg/Float64MultiArray"](layout=layout, data=data)
-        )
+        self.add(t, topics.COMMAND, _array(values, space))
 
     def hold(self, t: float, reason: str) -> None:
         self.add(t, topics.HOLD, _status("hold", reason))
