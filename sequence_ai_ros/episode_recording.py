@@ -19,10 +19,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sequence_ai_core import ActionChunk, EngineConfig, Observation, PlaybackEngine, Policy
+from sequence_ai_core import (
+    ActionChunk,
+    EngineConfig,
+    Observation,
+    PlaybackEngine,
+    Policy,
+    RunOutcome,
+)
 from sequence_ai_core.node_api import (
     UNRECORDED,
     FlightRecorder,
@@ -101,6 +109,14 @@ class EpisodeRecordings:
             self.end()  # it recorded nothing, so it leaves no bag
             self._last = self._previous
             raise
+
+    def stamped(self, outcome: RunOutcome) -> RunOutcome:
+        """``outcome`` with the running episode's bag and what it dropped so far, as
+        ``Policy.run(record=)`` gives them; as it is when nothing records."""
+        recorder = self._current
+        if recorder is None:
+            return outcome
+        return replace(outcome, recording=str(recorder.path), recording_dropped=recorder.dropped)
 
     def hold(self, reason: str) -> None:
         """A hold the node sent outside the core ``Episode`` (which journals its own)."""

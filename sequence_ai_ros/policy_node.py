@@ -297,7 +297,8 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         there was none to record."""
         if ended is None:
             return False
-        end, self._last_outcome = ended
+        end, outcome = ended
+        self._last_outcome = self.recordings.stamped(outcome)  # the bag, on ~/outcome too
         self._publish_outcome(end.number, self._last_outcome, end.detail)
         # A forward controller keeps executing a velocity, so a completed velocity episode
         # ends with zeros too. A completed absolute plan ends on its last target, which holds

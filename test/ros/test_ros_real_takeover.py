@@ -51,9 +51,16 @@ def _set_takeover(tier: Tier, engaged: bool) -> Any:
     return tier.probe.call(SetBool, f"{NODE}/set_takeover", SetBool.Request(data=engaged))
 
 
-def _drive(tier: Tier, values: list[float], seconds: float) -> int:
-    """The operator's device: ``values`` on the simulated arm's own topic for ``seconds``."""
+def _device(tier: Tier, listeners: int = 1) -> Any:
+    """The operator's device on the simulated arm's own topic, once ``listeners`` hear it
+    (the arm; the policy node too when it records ``teleop_topic``)."""
     device = tier.probe.publisher(Float64MultiArray, "operator_command", 10)
+    tier.probe.matched(device, listeners)
+    return device
+
+
+def _drive(device: Any, values: list[float], seconds: float) -> int:
+    """``values`` from the operator's device for ``seconds``."""
     sent = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -81,13 +88,14 @@ def test_a_takeover_by_topic_publishes_nothing_and_hands_back_from_rest(
     chunks = tier.probe.listen(JointTrajectory, f"{NODE}/chunk")
     takeover = tier.probe.publisher(Bool, "takeover", LATCHED)
     tier.probe.matched(takeover, 3)
+    device = _device(tier, listeners=2)
     client = EpisodeClient(tier)
     goal = client.playing(actions=8)
     takeover.publish(Bool(data=True))
     _source(goal, "human")
     published = len(actions)
-    device = [0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # 0.3 rad/s on the first joint
-    operator_commands = _drive(tier, device, HELD_S)
+    speeds = [0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # 0.3 rad/s on the first joint
+    operator_commands = _drive(device, speeds, HELD_S)
     assert len(actions) == published  # nothing went out while the person had the arm
     chunks_before = len(chunks)
     takeover.publish(Bool(data=False))
@@ -131,6 +139,7 @@ def test_a_takeover_by_service_hands_back_from_the_measured_position_and_a_label
     _, hold = _up(tier, sim, "lingbot-va-5b")
     actions = tier.probe.listen(Float64MultiArray, "action")
     chunks = tier.probe.listen(JointTrajectory, f"{NODE}/chunk")
+    device = _device(tier)
     client = EpisodeClient(tier)
     goal = client.playing(actions=10)
     assert _set_takeover(tier, True).success
@@ -138,7 +147,7 @@ def test_a_takeover_by_service_hands_back_from_the_measured_position_and_a_label
     published = len(actions)
     left_at = np.array(actions.snapshot()[-1].data[:6])
     target = list(left_at + np.array([0.3, -0.2, 0.0, 0.0, 0.0, 0.0]))
-    _drive(tier, target, HELD_S)  # the person moves the arm elsewhere
+    _drive(device, target, HELD_S)  # the person moves the arm elsewhere
     assert len(actions) == published
     chunks_before = len(chunks)
     assert _set_takeover(tier, False).success
