@@ -64,6 +64,43 @@ def test_a_stale_arm_ends_the_episode_before_the_engine_is_asked(
     assert [r for r in sim.received if r.path == "/v1/act"] == []  # nothing was requested
 
 
+def test_while_a_person_has_the_arm_nothing_goes_out_but_a_stale_arm_still_ends_it(
+    rig: Any, sim: GatewaySimulator
+) -> None:
+    run = rig(max_observation_age_s=0.3)
+    while not run.action.messages:
+        run.run(1)
+    run.episode.take_over(time.monotonic())
+    sent, asked = len(run.action.messages), len(sim.received)
+    steps = run.run(10)  # fresh inputs: ticks go by, the episode stays alive
+    assert not any(s.ends for s in steps)
+    assert (len(run.action.messages), len(sim.received)) == (sent, asked)
+    assert run.driver.hold_calls == 0
+    time.sleep(0.4)  # the arm's reading goes stale while the person has it
+    step = run.control.step(run.engine, run.episode, run.checks, time.monotonic())
+    assert step.ends and step.reason == "stale_input"
+    assert run.driver.hold_calls == 1  # the stop's one hold
+
+
+def test_the_hand_back_holds_at_rest_then_the_policy_resumes(rig: Any) -> None:
+    run = rig()
+    while len(run.action.messages) < 3:
+        run.run(1)
+    run.episode.take_over(time.monotonic())
+    run.run(3)
+    sent = len(run.action.messages)
+    run.episode.hand_back(time.monotonic())
+    hold = np.array(run.action.messages[sent].data)
+    assert len(run.action.messages) == sent + 1 and not hold[:7].any()  # zero velocity
+    steps = []
+    while len(run.action.messages) < sent + 4 and len(steps) < 200:
+        steps += run.run(1)
+    resumed = [np.array(m.data) for m in run.action.messages[sent + 1 :]]
+    assert len(resumed) == 3 and not any(s.ends for s in steps)
+    assert run.driver.hold_calls == 0  # a hand-back calls no driver's hold service
+    assert run.engine.outcome(reason="stopped", stopped_early=True).takeovers == 1
+
+
 def test_an_untyped_failure_ends_the_episode_with_its_traceback(rig: Any) -> None:
     run = rig()
 

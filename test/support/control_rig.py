@@ -79,6 +79,7 @@ class Rig:
             max_actions=self.config.max_actions,
             hold=lambda: self.control.hold(early=True),
             hold_underrun=self.control.hold_underrun,
+            hold_release=self.control.hold_release,
             journal=self.engine.journal,
         )
         self.control.begin_episode()
