@@ -19,20 +19,20 @@ largest in-chunk step of the first command's chunk.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from bench._common import BENCH_KEY
 from bench._operator import MOVE_S, STILL_S, Operator
+from bench._tapped import Tapped
 from sequence_ai_core.action_spaces import kind_of
-from sequence_ai_core.playback.engine import PlaybackEngine, Tick
+from sequence_ai_core.playback.engine import PlaybackEngine
 from sequence_ai_core.playback.engine_config import RunConfig
 from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.playback.runner import drive
 from sequence_ai_core.policy import connect
-from sequence_ai_core.types import FloatArray, Observation
+from sequence_ai_core.types import FloatArray
 from sequence_ai_sim import CATALOGUE, GatewaySimulator, SimulatedArm
 
 APPROACHES = ("ours", "plan", "blend")
@@ -61,7 +61,7 @@ class RunResult:
     outcome: RunOutcome
 
 
-class Driver:
+class Driver(Tapped):
     """The player ``drive`` ticks (the engine, told what ``approach`` tells it) and the arm's
     side: ``act`` and ``hold``, which also keep the resumes and ask the person in."""
 
@@ -69,37 +69,17 @@ class Driver:
         self, engine: PlaybackEngine, arm: SimulatedArm, operator: Operator, approach: str,
         takeovers: int,
     ) -> None:  # fmt: skip
-        self.engine, self.arm, self.operator, self.approach = engine, arm, operator, approach
+        super().__init__(engine)
+        self.arm, self.operator, self.approach = arm, operator, approach
         self.joints = arm.model.joint_count
         self._velocity = kind_of(arm.model.action_space) == "velocity"
         self._takeovers = takeovers
         self._policy_steps = round(POLICY_S * arm.model.control_hz)
         self._since_resume = 0
         self._last: FloatArray | None = None
-        self._tick: Tick | None = None
         self.resumes: list[Resume] = []
 
     # the player: drive's side
-    @property
-    def period_s(self) -> float | None:
-        return self.engine.period_s
-
-    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick:
-        self._tick = self.engine.tick(now, observe)
-        return self._tick
-
-    def commit(self) -> None:
-        self.engine.commit()
-
-    def wait_any(self, timeout_s: float) -> bool:
-        return self.engine.wait_any(timeout_s)
-
-    def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome:
-        return self.engine.outcome(reason=reason, stopped_early=stopped_early)
-
-    def take_over(self, now: float) -> None:
-        self.engine.take_over(now)
-
     def hand_back(self, now: float) -> None:
         start_from = self._last if self.approach == "blend" else None
         self.engine.hand_back(now, start_from=start_from)
@@ -131,8 +111,8 @@ class Driver:
             self.resumes[-1].commands.append(np.array(action[: self.joints], dtype=np.float64))
 
     def _resume(self, released_at: float) -> Resume:
-        assert self._tick is not None and self._tick.chunk is not None
-        steps = np.asarray(self._tick.chunk.steps, dtype=np.float64)[:, : self.joints]
+        assert self.last is not None and self.last.chunk is not None
+        steps = np.asarray(self.last.chunk.steps, dtype=np.float64)[:, : self.joints]
         largest = float(np.max(np.abs(np.diff(steps, axis=0))))
         state = np.zeros(self.joints) if self._velocity else self.arm.joint_positions
         return Resume(released_at, time.monotonic(), state, largest)

@@ -35,9 +35,9 @@ import numpy as np
 
 import sequence_ai_core as sai
 from bench._common import machine_note, quantile, ratio, table
+from bench._tapped import Tapped
 from sequence_ai_core.frames import RawFrame
 from sequence_ai_core.openpi import BUILTIN
-from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.playback.runner import drive
 from sequence_ai_sim.openpi_peer import free_port, reference
 
@@ -197,29 +197,9 @@ def droid_example_loop(url: str, actions: int) -> Log:
     return log
 
 
-class Recorder:
-    """The engine as ``run()`` drives it, recording each tick's chunk and staleness."""
-
-    def __init__(self, engine: sai.PlaybackEngine) -> None:
-        self.engine = engine
-        self.last: sai.Tick | None = None
-
-    @property
-    def period_s(self) -> float | None:
-        return self.engine.period_s
-
-    def tick(self, now: float, observe: Callable[[], sai.Observation | None]) -> sai.Tick:
-        self.last = self.engine.tick(now, observe)
-        return self.last
-
-    def commit(self) -> None:
-        self.engine.commit()
-
-    def wait_any(self, timeout_s: float) -> bool:
-        return self.engine.wait_any(timeout_s)
-
-    def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome:
-        return self.engine.outcome(reason=reason, stopped_early=stopped_early)
+class Recorder(Tapped):
+    """The engine as ``run()`` drives it, its last tick kept for each tick's chunk and
+    staleness."""
 
 
 def engine_loop(url: str, actions: int, config: sai.EngineConfig | None = None) -> Log:

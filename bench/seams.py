@@ -29,15 +29,14 @@ import numpy as np
 from bench._common import BENCH_KEY, ROOT, counted, machine_note, quantile, results_dir, table
 from bench._seam_clock import LATENCY_S, Record, episode
 from bench._seam_metrics import Measured, measure
+from bench._tapped import Tapped
 from sequence_ai_core.action_spaces import seam_unit
 from sequence_ai_core.playback.blends import fixed_steps
 from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.playback.engine_config import RunConfig
 from sequence_ai_core.playback.handover import DEFAULT_HANDOVER, DEFAULT_HANDOVER_RATE, Handover
-from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.playback.runner import drive
 from sequence_ai_core.policy import connect
-from sequence_ai_core.types import Observation
 from sequence_ai_sim import CATALOGUE, DISAGREEMENT_LEVELS, GatewaySimulator, SimulatedArm
 
 STRATEGIES = {
@@ -186,18 +185,14 @@ def rates(runs: int, seconds: float) -> str:
     return table(headers, rows)
 
 
-class _Recording:
+class _Recording(Tapped):
     """A player around the engine that keeps every command, for ``measure``."""
 
     def __init__(self, engine: PlaybackEngine, record: Record) -> None:
-        self.engine, self.record = engine, record
+        super().__init__(engine)
+        self.record = record
 
-    @property
-    def period_s(self) -> float | None:
-        return self.engine.period_s
-
-    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick:
-        result = self.engine.tick(now, observe)
+    def seen(self, result: Tick) -> None:
         if result.action is not None:
             r = self.record
             r.sent.append(result.action)
@@ -205,16 +200,6 @@ class _Recording:
             r.seq.append(result.chunk_seq)
             r.index.append(result.step_index)
             r.new_chunk.append(result.new_chunk)
-        return result
-
-    def commit(self) -> None:
-        self.engine.commit()
-
-    def wait_any(self, timeout_s: float) -> bool:
-        return self.engine.wait_any(timeout_s)
-
-    def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome:
-        return self.engine.outcome(reason=reason, stopped_early=stopped_early)
 
 
 def live(job: tuple[str, str, float, int]) -> tuple[str, str, Measured]:
