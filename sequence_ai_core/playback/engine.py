@@ -356,10 +356,7 @@ class PlaybackEngine:
     def _action_tick(self, now: float, step: PlannedStep) -> Tick:
         """The tick of a step ``ChunkPlan.take`` chose: checked, counted and journaled."""
         planned = step.planned
-        # the plan's steps are checked read-only copies: only a computed blend needs a check
-        bad = step.blended and not np.isfinite(step.action).all()
-        if bad or step.action.shape != (self.action_dim,):
-            raise InvalidResponse("planned action is not finite or has the wrong size")
+        self._check(step.action, step.blended)
         staleness = now - planned.observed_at
         self._stats.skipped_stale += step.skipped_stale
         self._stats.skipped_late += step.skipped_late
@@ -375,6 +372,15 @@ class PlaybackEngine:
             step.action, "action", planned.seq, step.index, step.new_chunk, staleness, now,
             planned, self._plan,
         )  # fmt: skip
+
+    def _check(self, action: FloatArray, blended: bool) -> None:
+        """The plan's steps are checked read-only copies: only a computed blend needs its
+        values checked (in plain Python: a numpy reduction over so few values costs more
+        right after the control loop's sleep)."""
+        if action.shape != (self.action_dim,) or (
+            blended and not all(map(math.isfinite, action.tolist()))
+        ):
+            raise InvalidResponse("planned action is not finite or has the wrong size")
 
     def _journal_step(self, now: float, step: PlannedStep) -> None:
         journal = self.journal

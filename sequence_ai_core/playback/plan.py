@@ -20,6 +20,7 @@ stays the plan's value (seams are measured on it) and ``action`` is what to send
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -294,14 +295,20 @@ class ChunkPlan:
             late = max(0, index - planned.last_index - 1)
         planned.last_index = index
         self._last_played = planned
-        action = raw.copy()  # what the caller gets; the plan's copy stays untouched
+        action, blended = self._corrected(planned, index, raw)
+        return PlannedStep(planned, index, raw, action, new_chunk, skipped, late, blended)
+
+    def _corrected(
+        self, planned: PlannedChunk, index: int, raw: FloatArray
+    ) -> tuple[FloatArray, bool]:
+        """What to send for ``planned``'s step ``index``: ``raw`` plus the hand-over's
+        correction, and whether one was added; always a new array (the plan's rows stay
+        untouched). In plain floats, as the correction is (``Blender.take``)."""
         correction = None if self._blender is None else self._blender.take(planned, index)
         # a correction of zeros (a hand-over finished at once) leaves the plan as it was
-        blended = False
-        if correction is not None and correction.any():
-            action += correction
-            blended = True
-        return PlannedStep(planned, index, raw, action, new_chunk, skipped, late, blended)
+        if correction is None or not any(correction):
+            return raw.copy(), False
+        return np.array(list(map(operator.add, raw.tolist(), correction)), dtype=np.float64), True
 
     def _hand_over(self, planned: PlannedChunk, index: int) -> None:
         """A chunk plays its first step: start the hand-over from the one that played, or
