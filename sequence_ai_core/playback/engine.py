@@ -135,13 +135,13 @@ class PlaybackEngine:
         if self._error is not None:
             raise self._error
         self._uncommitted = None  # an action not committed by now never went out
-        if now < self._quiet_until and not self._requests.arrived:
-            return self._steady(now)  # most ticks: an index and a copy
-        if self.phase == "human":  # (taking over ends the quiet span)
-            return _idle(now, "human")
-        if self._first_tick_at is None:
-            self._first_tick_at = now
         try:
+            if now < self._quiet_until and not self._requests.arrived:
+                return self._steady(now)  # most ticks: an index and a copy
+            if self.phase == "human":  # (taking over ends the quiet span)
+                return _idle(now, "human")
+            if self._first_tick_at is None:
+                self._first_tick_at = now
             phase = self.phase
             self._arrivals.collect(
                 now,
@@ -342,12 +342,18 @@ class PlaybackEngine:
         taken = self._plan.take_steady(now)
         if taken is None:
             return _early(now)
-        planned, index, raw, action, late = taken
+        planned, index, raw, action, late, blended = taken
         staleness = now - planned.observed_at
         if late:
             self._stats.skipped_late += late
             self.journal.event(now, "skipped_late", {"steps": late})
-        self._uncommitted = ActionRecord(now, raw, staleness, planned.period_s)  # steady
+        if blended:  # a hand-over's step: a computed action, checked again
+            self._check(action, blended=True)
+            self._uncommitted = ActionRecord(
+                now, raw, staleness, planned.period_s, action=action, blended=True
+            )
+        else:
+            self._uncommitted = ActionRecord(now, raw, staleness, planned.period_s)  # steady
         # positional, as keywords cost about a tenth of the tick
         return Tick(
             action, "action", planned.seq, index, CONTINUES, staleness, now, planned, self._plan

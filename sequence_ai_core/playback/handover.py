@@ -132,15 +132,6 @@ class Blender:
     def _end(self) -> None:
         self._rows, self._steering, self._owner, self._last = None, None, None, None
 
-    def active(self, owner: object, last_index: int) -> bool:
-        """A correction for ``owner`` remains after its step ``last_index``."""
-        if owner is not self._owner:
-            return False
-        if self._steering is not None:
-            return True
-        rows = self._rows
-        return rows is not None and last_index - self._seam_index + 1 < len(rows)
-
     def take(self, owner: object, index: int) -> list[float] | None:
         """The correction for ``owner``'s step ``index`` (counted as played), or None."""
         if owner is not self._owner:

@@ -345,16 +345,13 @@ class ChunkPlan:
             self._blender.resolve(dim, sorted(grippers))
 
     def steady_until(self) -> float:
-        """Until when the chunk playing keeps the timeline with no seam, no hand-over and no
-        skip decision (absolute and velocity spaces): ticks before it may ``take_steady``.
-        Only an arriving chunk changes this."""
+        """Until when the chunk playing keeps the timeline with no seam and no skip decision
+        (absolute and velocity spaces): ticks before it may ``take_steady``, which adds the
+        hand-over under way as ``take`` does. Only an arriving chunk changes this."""
         if not self._chunks or not self._chunks[0].skips:
             return -math.inf
         playing = self._chunks[0]
-        blender = self._blender
-        if playing.first_index is None or (
-            blender is not None and blender.active(playing, playing.last_index)
-        ):
+        if playing.first_index is None:
             return -math.inf
         period = playing.period_s
         until = playing.anchor + (playing.length - DUE_TOLERANCE) * period
@@ -364,12 +361,12 @@ class ChunkPlan:
 
     def take_steady(
         self, now: float
-    ) -> tuple[PlannedChunk, int, FloatArray, FloatArray, int] | None:
+    ) -> tuple[PlannedChunk, int, FloatArray, FloatArray, int, bool] | None:
         """``take`` for a tick before ``steady_until``: the chunk playing, by time index, as
-        (chunk, index, raw, action, skipped late), or None when that step already went out
-        (``EARLY``). The common tick, so it does the least: one numpy call, no search, no
-        hand-over, and a plain tuple, not a ``PlannedStep`` (docs/performance.md, "Behind
-        the engine's constants")."""
+        (chunk, index, raw, action, skipped late, blended), or None when that step already
+        went out (``EARLY``). The common tick, so it does the least: no search, no seam, and
+        a plain tuple, not a ``PlannedStep`` (docs/performance.md, "Behind the engine's
+        constants")."""
         planned = self._chunks[0]
         index = math.floor((now - planned.anchor) / planned.period_s + DUE_TOLERANCE)
         late = index - planned.last_index - 1
@@ -377,7 +374,8 @@ class ChunkPlan:
             return None
         planned.last_index = index
         raw = planned.rows[index]
-        return planned, index, raw, raw.copy(), late
+        action, blended = self._corrected(planned, index, raw)
+        return planned, index, raw, action, late, blended
 
     def _start_waiting(self, now: float) -> bool:
         """The plan ran out while a chunk waits for its slot: start it now, from its first
