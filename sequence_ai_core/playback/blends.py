@@ -101,8 +101,8 @@ class Steering:
     decay short before its payback begins (docs/performance.md, "Behind the engine's constants").
 
     Plain Python floats, not numpy: it runs on every tick of a hand-over, over at most
-    ``limits.MAX_ACTION_DIM`` values, where numpy's per-call cost right after the control
-    loop's sleep is most of the tick (docs/performance.md, "The control thread")."""
+    ``limits.MAX_ACTION_DIM`` values, where numpy's calls right after the control loop's
+    sleep cost twice the plain loop (docs/performance.md, "Behind the engine's constants")."""
 
     def __init__(self, offset: FloatArray, rate: float, gain: float = 1.0) -> None:
         self.rate, self.gain = rate, gain

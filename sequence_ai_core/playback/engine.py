@@ -137,7 +137,7 @@ class PlaybackEngine:
         self._uncommitted = None  # an action not committed by now never went out
         try:
             if now < self._quiet_until and not self._requests.arrived:
-                return self._steady(now)  # most ticks: an index and a copy
+                return self._steady(now)  # most ticks: an index, a copy, a hand-over's step
             if self.phase == "human":  # (taking over ends the quiet span)
                 return _idle(now, "human")
             if self._first_tick_at is None:
@@ -381,8 +381,9 @@ class PlaybackEngine:
 
     def _check(self, action: FloatArray, blended: bool) -> None:
         """The plan's steps are checked read-only copies: only a computed blend needs its
-        values checked (in plain Python: a numpy reduction over so few values costs more
-        right after the control loop's sleep)."""
+        values checked; in plain Python, as a numpy reduction over so few values costs more
+        right after the control loop's sleep (docs/performance.md, "Behind the engine's
+        constants")."""
         if action.shape != (self.action_dim,) or (
             blended and not all(map(math.isfinite, action.tolist()))
         ):
