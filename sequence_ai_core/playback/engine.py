@@ -362,7 +362,7 @@ class PlaybackEngine:
     def _action_tick(self, now: float, step: PlannedStep) -> Tick:
         """The tick of a step ``ChunkPlan.take`` chose: checked, counted and journaled."""
         planned = step.planned
-        self._check(step.action, step.blended)
+        self._check(step.action, blended=step.blended)
         staleness = now - planned.observed_at
         self._stats.skipped_stale += step.skipped_stale
         self._stats.skipped_late += step.skipped_late
@@ -379,7 +379,7 @@ class PlaybackEngine:
             planned, self._plan,
         )  # fmt: skip
 
-    def _check(self, action: FloatArray, blended: bool) -> None:
+    def _check(self, action: FloatArray, *, blended: bool) -> None:
         """The plan's steps are checked read-only copies: only a computed blend needs its
         values checked; in plain Python, as a numpy reduction over so few values costs more
         right after the control loop's sleep (docs/performance.md, "Behind the engine's
