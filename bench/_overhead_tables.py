@@ -10,6 +10,13 @@ import numpy as np
 from bench._common import ms, ratio, us
 from bench._common import table as markdown_table
 
+#: The loops ``run_loop_overhead`` compares, as the tables name them.
+LOOP_NAMES = {
+    "run()": "`Policy.run()`",
+    "driver": "`drive()` around a row player, no engine",
+    "floor": "floor: sleep to deadlines, copy a row",
+}
+
 
 class Timed(Protocol):
     """Per tick: caller's-thread CPU and wall seconds, and whether it started a request."""
@@ -51,8 +58,7 @@ def render_loop(looping: dict[float, dict[str, dict[str, float]]]) -> str:
             rows.append(
                 [
                     f"{hz:g} Hz",
-                    "`Policy.run()`" if name != "floor"
-                    else "floor: sleep to deadlines, copy a row",
+                    LOOP_NAMES[name],
                     us(stats["cpu_per_action"]),
                     ratio(stats["cpu_per_action"], floor["cpu_per_action"]),
                     ms(stats["jitter_p50"], 2),

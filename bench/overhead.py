@@ -22,12 +22,20 @@ from typing import Any
 import numpy as np
 
 from bench._common import BENCH_KEY, machine_note, quantile, simulator_process
-from bench._overhead_tables import render_cameras, render_cpu, render_loop, render_memory
+from bench._loop_breakdown import KindTimer, RowPlayer, engine_ticks, render_breakdown
+from bench._overhead_tables import (
+    LOOP_NAMES,
+    render_cameras,
+    render_cpu,
+    render_loop,
+    render_memory,
+)
 from sequence_ai_core.frames import RawFrame
 from sequence_ai_core.gateway.wire import parse_prediction
 from sequence_ai_core.images import encode_image
 from sequence_ai_core.limits import MAX_STEPS
 from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.playback.runner import drive
 from sequence_ai_core.playback.source import DriverGuard
 from sequence_ai_core.policy import connect
@@ -38,6 +46,9 @@ from sequence_ai_sim.responses import act_body
 
 MODEL = CATALOGUE["lingbot-vla-v2-6b"]
 LOOP_HZ = 50.0
+#: The rate whose loop is taken apart (``where_time_goes``): the model's chunks then last 14
+#: ticks, so a chunk's own ticks (arrival, request, seam) weigh most.
+BREAKDOWN_HZ = 200.0
 
 
 def chunk_body(model: SimModel, steps: int) -> bytes:
@@ -179,18 +190,19 @@ def run_loop_overhead(
     actions: int, rates: tuple[float, ...], repeats: int = 3
 ) -> dict[float, dict[str, dict[str, float]]]:
     """``Policy.run()`` itself at each rate against a hand-written sleep-to-deadline loop over
-    an array, ``repeats`` runs of each in turn (``actions`` at ``LOOP_HZ``, as many seconds at
-    the others); the median run of each is reported. CPU counts from the first action to the
-    last, the same for both (the catalogue lookup and the wait for the first chunk are not
-    the loop's)."""
+    an array, and against ``drive`` around a player with no engine (``RowPlayer``), ``repeats``
+    runs of each in turn (``actions`` at ``LOOP_HZ``, as many seconds at the others); the
+    median run of each is reported. CPU counts from the first action to the last, the same
+    for all (the catalogue lookup and the wait for the first chunk are not the loop's)."""
     obs = SimulatedArm(MODEL, image_size=(32, 24)).observe(instruction="bench")
     out = {}
     with simulator_process(latency_s=0.02) as url:
         for hz in rates:
             count = int(actions * hz / LOOP_HZ)
-            runs: dict[str, list[dict[str, float]]] = {"run()": [], "floor": []}
+            runs: dict[str, list[dict[str, float]]] = {"run()": [], "driver": [], "floor": []}
             for _ in range(repeats):
                 runs["run()"].append(_one_run(url, obs, count, hz))
+                runs["driver"].append(_one_driver(count, hz))
                 runs["floor"].append(_one_floor(count, hz))
             out[hz] = {
                 name: sorted(stats, key=lambda s: s["cpu_per_action"])[len(stats) // 2]
@@ -225,6 +237,31 @@ def _one_floor(actions: int, hz: float) -> dict[str, float]:
         steps[i].copy()
         time.sleep(max(0.0, t0 + (i + 1) / hz - time.monotonic()))
     return _loop_stats(stamps, cpu, hz, underruns=0)
+
+
+def _one_driver(actions: int, hz: float) -> dict[str, float]:
+    stamps: list[float] = []
+    cpu: list[float] = []
+
+    def act(action: FloatArray) -> None:
+        stamps.append(time.perf_counter())
+        cpu.append(time.thread_time())
+
+    player = RowPlayer(reference_chunk(MODEL, time.time(), actions + 1), hz)
+    drive(player, lambda: None, act, max_actions=actions, validate=lambda action: True)
+    return _loop_stats(stamps, cpu, hz, underruns=0)
+
+
+def where_time_goes(actions: int, hz: float) -> tuple[KindTimer, RunOutcome]:
+    """The engine's ticks and commits in a run like ``run()``'s, timed one by one."""
+    obs = SimulatedArm(MODEL, image_size=(32, 24)).observe(instruction="bench")
+    with simulator_process(latency_s=0.02) as url:
+        return engine_ticks(url, MODEL, obs, actions, hz)
+
+
+def _loops_at(stats_by_loop: dict[str, dict[str, float]]) -> dict[str, float]:
+    """CPU per action of each loop at one rate, labelled as the tables label them."""
+    return {LOOP_NAMES[name]: stats["cpu_per_action"] for name, stats in stats_by_loop.items()}
 
 
 def _loop_stats(
@@ -331,17 +368,19 @@ def memory_over_chunks(chunks: int, steps_per_chunk: int = 2) -> list[tuple[int,
 def run(full: bool) -> str:
     # quick: the real-time parts (loops, cameras) take their actions' wall time, and
     # tracemalloc makes a chunk cost about 1 ms, so those are what quick mode shortens
-    ticks, repeats, actions, camera_actions, chunks = (
-        (20_000, 2_000, 1_500, 1_500, 40_000) if full else (2_000, 500, 20, 40, 3_000)
+    ticks, repeats, actions, camera_actions, chunks, timed = (
+        (20_000, 2_000, 1_500, 1_500, 40_000, 6_000) if full else (2_000, 500, 20, 40, 3_000, 1_000)
     )
     ticking = tick_cost(ticks)
     parsing = chunk_cost(repeats)
-    looping = run_loop_overhead(actions, (LOOP_HZ, 200.0))
+    looping = run_loop_overhead(actions, (LOOP_HZ, BREAKDOWN_HZ))
+    timer, timed_outcome = where_time_goes(timed, BREAKDOWN_HZ)
     cameras = control_thread_cost(camera_actions)
     memory = memory_over_chunks(chunks)
     sizes = (
         f"{ticks:,} ticks, {repeats:,} chunks parsed, loops of {actions} actions at "
-        f"{LOOP_HZ:g} Hz x 3, {camera_actions} ticks per camera setting, {chunks:,} chunks traced"
+        f"{LOOP_HZ:g} Hz x 3, {timed:,} timed at {BREAKDOWN_HZ:g} Hz, {camera_actions} ticks "
+        f"per camera setting, {chunks:,} chunks traced"
     )
     quick_note = (
         ""
@@ -366,9 +405,25 @@ def run(full: bool) -> str:
             f"{actions * 4} at 200 Hz)",
             "CPU per action on the caller's thread, from the first action to the last: "
             "`Policy.run()` (the engine and its driver) against a loop that sleeps to deadlines "
-            "and copies a row of an array; the median of three runs of each, taken in turn. "
-            "Gaps: intervals over 1.5 periods." + quick_note,
+            "and copies a row of an array, and against `drive()` (`run()`'s loop and its "
+            "`Episode`) around a player that hands out a copy of a row, with no engine; the "
+            "median of three runs of each, taken in turn. Gaps: intervals over 1.5 periods."
+            + quick_note,
             render_loop(looping),
+            f"### Where `run()`'s time goes at {BREAKDOWN_HZ:g} Hz",
+            f"The loops above at {BREAKDOWN_HZ:g} Hz; then the engine's part, from one run like "
+            "`run()`'s with each tick's and each commit's caller's-thread CPU timed alone, by "
+            "what the tick did: a chunk arrived, a request started, a chunk started (its "
+            "seam's hand-over begins), a step went out with a hand-over's correction or as "
+            "planned, or nothing went out (each tick under the first that applies). The "
+            "timing's own cost is in the run, not in these rows.",
+            render_breakdown(
+                _loops_at(looping[BREAKDOWN_HZ]),
+                looping[BREAKDOWN_HZ]["floor"]["cpu_per_action"],
+                timer,
+                timed_outcome,
+                BREAKDOWN_HZ,
+            ),
             "### The control thread's time per tick (50 Hz, two 640x480 cameras)",
             "Caller's-thread CPU and wall time of each tick, all ticks and the ticks that "
             "started a request (they call `observe`). Frames encoded in `observe` (224x224 "

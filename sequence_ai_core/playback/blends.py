@@ -9,6 +9,7 @@ or delta command moved the arm, under the same bound on every step.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Literal
 
@@ -97,37 +98,51 @@ class Steering:
     |e| = sqrt(2 rate |sum|); a dimension that can finish takes the exact last step, so the
     sum ends at zero. One step per tick (``next``), so a seam costs no loop on the control
     thread. Paying back only after the offset decayed would drift: the next seam cuts every
-    decay short before its payback begins (docs/performance.md, "Behind the engine's constants")."""
+    decay short before its payback begins (docs/performance.md, "Behind the engine's constants").
+
+    Plain Python floats, not numpy: it runs on every tick of a hand-over, over at most
+    ``limits.MAX_ACTION_DIM`` values, where numpy's calls right after the control loop's
+    sleep cost twice the plain loop (docs/performance.md, "Behind the engine's constants")."""
 
     def __init__(self, offset: FloatArray, rate: float, gain: float = 1.0) -> None:
-        self.value = offset.astype(np.float64)
         self.rate, self.gain = rate, gain
-        self.done = np.zeros(offset.shape, dtype=bool)
+        self._value: list[float] = offset.astype(np.float64).tolist()
+        #: The dimensions that are home (their corrections are zero from then on).
+        self._home = [False] * len(self._value)
 
-    def next(self, owed: FloatArray) -> FloatArray | None:
+    def next(self, owed: Sequence[float]) -> list[float] | None:
         """The next correction, given what all corrections so far sum to (``owed``); None
-        once every dimension is home."""
-        if self.done.all():
+        once every dimension is home. numpy's float rules: a NaN stays NaN."""
+        home = self._home
+        if all(home):
             return None
-        rate, value = self.rate, self.value
-        ahead = owed + value
-        target = -np.sign(ahead) * np.sqrt(2.0 * rate * np.abs(ahead))
-        wanted = np.clip(self.gain * (target - value), -rate, rate)
-        finishing = ~self.done & (np.abs(owed) <= rate) & (np.abs(ahead) <= rate)
-        following: FloatArray = np.where(finishing, -owed, value + wanted)
-        following[self.done] = 0.0
-        self.done |= finishing
-        self.value = following
+        rate, gain, reach = self.rate, self.gain, 2.0 * self.rate
+        following = []
+        for dim, (paid, value) in enumerate(zip(owed, self._value, strict=True)):
+            ahead = paid + value
+            if home[dim]:
+                following.append(0.0)
+            elif abs(paid) <= rate and abs(ahead) <= rate:  # the last step: exactly home
+                following.append(-paid)
+                home[dim] = True
+            else:
+                # toward zero; at zero either sign of the target gives the same step
+                root = math.sqrt(reach * abs(ahead))
+                wanted = gain * ((-root if ahead > 0 else root) - value)
+                wanted = rate if wanted > rate else -rate if wanted < -rate else wanted  # clip
+                following.append(value + wanted)
+        self._value = following
         return following
 
 
 def steer(owed: FloatArray, offset: FloatArray, rate: float, gain: float = 1.0) -> FloatArray:
     """Every row ``Steering`` plays from ``owed`` and ``offset`` (for tests and plots)."""
-    steering, total, rows = Steering(offset, rate, gain), owed.astype(np.float64), []
+    steering, total = Steering(offset, rate, gain), owed.astype(np.float64).tolist()
+    rows = []
     for _ in range(MAX_BLEND_STEPS):
         row = steering.next(total)
         if row is None:
             break
-        total = total + row
+        total = list(map(operator.add, total, row))
         rows.append(row)
     return np.array(rows, dtype=np.float64).reshape(len(rows), len(offset))

@@ -135,13 +135,13 @@ class PlaybackEngine:
         if self._error is not None:
             raise self._error
         self._uncommitted = None  # an action not committed by now never went out
-        if now < self._quiet_until and not self._requests.arrived:
-            return self._steady(now)  # most ticks: an index and a copy
-        if self.phase == "human":  # (taking over ends the quiet span)
-            return _idle(now, "human")
-        if self._first_tick_at is None:
-            self._first_tick_at = now
         try:
+            if now < self._quiet_until and not self._requests.arrived:
+                return self._steady(now)  # most ticks: an index, a copy, a hand-over's step
+            if self.phase == "human":  # (taking over ends the quiet span)
+                return _idle(now, "human")
+            if self._first_tick_at is None:
+                self._first_tick_at = now
             phase = self.phase
             self._arrivals.collect(
                 now,
@@ -342,12 +342,18 @@ class PlaybackEngine:
         taken = self._plan.take_steady(now)
         if taken is None:
             return _early(now)
-        planned, index, raw, action, late = taken
+        planned, index, raw, action, late, blended = taken
         staleness = now - planned.observed_at
         if late:
             self._stats.skipped_late += late
             self.journal.event(now, "skipped_late", {"steps": late})
-        self._uncommitted = ActionRecord(now, raw, staleness, planned.period_s)  # steady
+        if blended:  # a hand-over's step: a computed action, checked again
+            self._check(action, blended=True)
+            self._uncommitted = ActionRecord(
+                now, raw, staleness, planned.period_s, action=action, blended=True
+            )
+        else:
+            self._uncommitted = ActionRecord(now, raw, staleness, planned.period_s)  # steady
         # positional, as keywords cost about a tenth of the tick
         return Tick(
             action, "action", planned.seq, index, CONTINUES, staleness, now, planned, self._plan
@@ -356,10 +362,7 @@ class PlaybackEngine:
     def _action_tick(self, now: float, step: PlannedStep) -> Tick:
         """The tick of a step ``ChunkPlan.take`` chose: checked, counted and journaled."""
         planned = step.planned
-        # the plan's steps are checked read-only copies: only a computed blend needs a check
-        bad = step.blended and not np.isfinite(step.action).all()
-        if bad or step.action.shape != (self.action_dim,):
-            raise InvalidResponse("planned action is not finite or has the wrong size")
+        self._check(step.action, blended=step.blended)
         staleness = now - planned.observed_at
         self._stats.skipped_stale += step.skipped_stale
         self._stats.skipped_late += step.skipped_late
@@ -375,6 +378,16 @@ class PlaybackEngine:
             step.action, "action", planned.seq, step.index, step.new_chunk, staleness, now,
             planned, self._plan,
         )  # fmt: skip
+
+    def _check(self, action: FloatArray, *, blended: bool) -> None:
+        """The plan's steps are checked read-only copies: only a computed blend needs its
+        values checked; in plain Python, as a numpy reduction over so few values costs more
+        right after the control loop's sleep (docs/performance.md, "Behind the engine's
+        constants")."""
+        if action.shape != (self.action_dim,) or (
+            blended and not all(map(math.isfinite, action.tolist()))
+        ):
+            raise InvalidResponse("planned action is not finite or has the wrong size")
 
     def _journal_step(self, now: float, step: PlannedStep) -> None:
         journal = self.journal

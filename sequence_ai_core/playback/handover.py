@@ -48,6 +48,7 @@ rest, as it does without a hand-over.
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -96,7 +97,8 @@ class Blender:
     to add to that chunk's step ``index`` (None when there is none); ``reset`` on a hold.
     ``arm`` is 1.0 on the dimensions blended, 0.0 on grippers (``resolve``). A correction is
     either rows fixed at the seam (``_rows``) or, for ``slew`` and ``smooth`` on summed
-    commands, steered tick by tick (``_steering``)."""
+    commands, steered tick by tick (``_steering``). What a tick adds (``take``) and what the
+    corrections sum to (``debt``) are plain floats, as ``blends.Steering`` computes them."""
 
     def __init__(self, strategy: Handover, *, steps: int = 0, rate: float = 0.5) -> None:
         self.strategy = strategy
@@ -104,14 +106,14 @@ class Blender:
         self._rate = rate
         self.arm: FloatArray | None = None
         #: What the corrections played so far sum to, per dimension (integrating spaces).
-        self.debt: FloatArray | None = None
+        self.debt: list[float] = []
         self._rows: FloatArray | None = None
         self._steering: Steering | None = None
         self._owner: object = None
         self._seam_index = 0
         self._integrating = False
         #: The step index and correction last played.
-        self._last: tuple[int, FloatArray] | None = None
+        self._last: tuple[int, list[float]] | None = None
 
     def resolve(self, dim: int, gripper: Sequence[int]) -> FloatArray:
         """The arm mask for ``dim``-wide chunks with gripper dimensions ``gripper``."""
@@ -119,28 +121,18 @@ class Blender:
         for index in gripper:
             if 0 <= index < dim:
                 arm[index] = 0.0
-        self.arm, self.debt = arm, np.zeros(dim, dtype=np.float64)
+        self.arm, self.debt = arm, [0.0] * dim
         return arm
 
     def reset(self) -> None:
         """A hold: drop the correction under way and what it owed."""
         self._end()
-        if self.debt is not None:
-            self.debt[:] = 0.0
+        self.debt = [0.0] * len(self.debt)
 
     def _end(self) -> None:
         self._rows, self._steering, self._owner, self._last = None, None, None, None
 
-    def active(self, owner: object, last_index: int) -> bool:
-        """A correction for ``owner`` remains after its step ``last_index``."""
-        if owner is not self._owner:
-            return False
-        if self._steering is not None:
-            return True
-        rows = self._rows
-        return rows is not None and last_index - self._seam_index + 1 < len(rows)
-
-    def take(self, owner: object, index: int) -> FloatArray | None:
+    def take(self, owner: object, index: int) -> list[float] | None:
         """The correction for ``owner``'s step ``index`` (counted as played), or None."""
         if owner is not self._owner:
             return None
@@ -149,8 +141,8 @@ class Blender:
             self._end()
             return None
         self._last = (index, correction)
-        if self._integrating and self.debt is not None:
-            self.debt += correction
+        if self._integrating:
+            self.debt = list(map(operator.add, self.debt, correction))
         return correction
 
     def preview(self, owner: object, index: int, rows: FloatArray) -> FloatArray:
@@ -161,32 +153,33 @@ class Blender:
         last = self._last
         if owner is not self._owner or last is None or last[0] != index:
             return out
-        if self._steering is None or self.debt is None:
+        if self._steering is None:
             ahead = self._rows[index - self._seam_index :] if self._rows is not None else rows[:0]
             out[: len(ahead)] += ahead[: len(out)]
             return out
-        steering, owed = copy.deepcopy(self._steering), self.debt.copy()
+        steering, owed = copy.deepcopy(self._steering), self.debt
         out[0] += last[1]
         for row in out[1:]:
             correction = steering.next(owed)
             if correction is None:
                 break
-            owed += correction
+            owed = list(map(operator.add, owed, correction))
             row += correction
         return out
 
-    def _next(self, index: int) -> FloatArray | None:
-        if self._steering is not None and self.debt is not None:
+    def _next(self, index: int) -> list[float] | None:
+        if self._steering is not None:
             return self._steering.next(self.debt)
         rows, done = self._rows, index - self._seam_index
-        return rows[done] if rows is not None and done < len(rows) else None
+        return rows[done].tolist() if rows is not None and done < len(rows) else None
 
     def start(self, seam: Seam, owner: object, previous: object) -> bool:
         """Begin the hand-over to ``owner`` (the new chunk) from ``previous``; True if a
         correction started. Without an arm mask (``resolve``) nothing is blended."""
-        arm, debt = self.arm, self.debt
-        if self.strategy == "none" or arm is None or debt is None:
+        arm = self.arm
+        if self.strategy == "none" or arm is None:
             return False
+        debt = np.array(self.debt, dtype=np.float64)
         chunk_length = len(seam.new_rows)
         steps = fixed_steps(self._steps, chunk_length) if self._fixed else 1
         old = rows_from(seam.old_rows, seam.old_index, steps)
@@ -220,7 +213,7 @@ class Blender:
         """The correction played with ``previous``'s step ``index`` (zeros if none)."""
         last = self._last
         if previous is self._owner and last is not None and last[0] == index:
-            return last[1]
+            return np.array(last[1], dtype=np.float64)
         return np.zeros_like(self.arm) if self.arm is not None else np.zeros(0)
 
     def _rows_after(self, old_index: int, steps: int) -> FloatArray:

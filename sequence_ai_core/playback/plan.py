@@ -20,6 +20,7 @@ stays the plan's value (seams are measured on it) and ``action`` is what to send
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -294,14 +295,20 @@ class ChunkPlan:
             late = max(0, index - planned.last_index - 1)
         planned.last_index = index
         self._last_played = planned
-        action = raw.copy()  # what the caller gets; the plan's copy stays untouched
+        action, blended = self._corrected(planned, index, raw)
+        return PlannedStep(planned, index, raw, action, new_chunk, skipped, late, blended)
+
+    def _corrected(
+        self, planned: PlannedChunk, index: int, raw: FloatArray
+    ) -> tuple[FloatArray, bool]:
+        """What to send for ``planned``'s step ``index``: ``raw`` plus the hand-over's
+        correction, and whether one was added; always a new array (the plan's rows stay
+        untouched). In plain floats, as the correction is (``Blender.take``)."""
         correction = None if self._blender is None else self._blender.take(planned, index)
         # a correction of zeros (a hand-over finished at once) leaves the plan as it was
-        blended = False
-        if correction is not None and correction.any():
-            action += correction
-            blended = True
-        return PlannedStep(planned, index, raw, action, new_chunk, skipped, late, blended)
+        if correction is None or not any(correction):
+            return raw.copy(), False
+        return np.array(list(map(operator.add, raw.tolist(), correction)), dtype=np.float64), True
 
     def _hand_over(self, planned: PlannedChunk, index: int) -> None:
         """A chunk plays its first step: start the hand-over from the one that played, or
@@ -338,16 +345,13 @@ class ChunkPlan:
             self._blender.resolve(dim, sorted(grippers))
 
     def steady_until(self) -> float:
-        """Until when the chunk playing keeps the timeline with no seam, no hand-over and no
-        skip decision (absolute and velocity spaces): ticks before it may ``take_steady``.
-        Only an arriving chunk changes this."""
+        """Until when the chunk playing keeps the timeline with no seam and no skip decision
+        (absolute and velocity spaces): ticks before it may ``take_steady``, which adds the
+        hand-over under way as ``take`` does. Only an arriving chunk changes this."""
         if not self._chunks or not self._chunks[0].skips:
             return -math.inf
         playing = self._chunks[0]
-        blender = self._blender
-        if playing.first_index is None or (
-            blender is not None and blender.active(playing, playing.last_index)
-        ):
+        if playing.first_index is None:
             return -math.inf
         period = playing.period_s
         until = playing.anchor + (playing.length - DUE_TOLERANCE) * period
@@ -357,12 +361,12 @@ class ChunkPlan:
 
     def take_steady(
         self, now: float
-    ) -> tuple[PlannedChunk, int, FloatArray, FloatArray, int] | None:
+    ) -> tuple[PlannedChunk, int, FloatArray, FloatArray, int, bool] | None:
         """``take`` for a tick before ``steady_until``: the chunk playing, by time index, as
-        (chunk, index, raw, action, skipped late), or None when that step already went out
-        (``EARLY``). The common tick, so it does the least: one numpy call, no search, no
-        hand-over, and a plain tuple, not a ``PlannedStep`` (docs/performance.md, "Behind
-        the engine's constants")."""
+        (chunk, index, raw, action, skipped late, blended), or None when that step already
+        went out (``EARLY``). The common tick, so it does the least: no search, no seam, and
+        a plain tuple, not a ``PlannedStep`` (docs/performance.md, "Behind the engine's
+        constants")."""
         planned = self._chunks[0]
         index = math.floor((now - planned.anchor) / planned.period_s + DUE_TOLERANCE)
         late = index - planned.last_index - 1
@@ -370,7 +374,8 @@ class ChunkPlan:
             return None
         planned.last_index = index
         raw = planned.rows[index]
-        return planned, index, raw, raw.copy(), late
+        action, blended = self._corrected(planned, index, raw)
+        return planned, index, raw, action, late, blended
 
     def _start_waiting(self, now: float) -> bool:
         """The plan ran out while a chunk waits for its slot: start it now, from its first

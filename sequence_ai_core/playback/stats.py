@@ -92,9 +92,8 @@ class SampleWindow:
 class ActionRecord(NamedTuple):
     """What the statistics keep of an action a tick handed out, counted once it went out
     (``PlaybackStats.commit``). The defaults are the common tick's: a step that continues
-    the chunk playing (``steady``: no seam, no hand-over, no underrun to close), sent as
-    planned. ``action``: what was sent (None: ``raw``); ``blended``: a hand-over corrected
-    it."""
+    the chunk playing (``steady``: no seam, no underrun to close), sent as planned.
+    ``action``: what was sent (None: ``raw``); ``blended``: a hand-over corrected it."""
 
     now: float
     raw: FloatArray  # the planned step before any seam blending
@@ -222,7 +221,8 @@ class PlaybackStats:
 
     def commit(self, record: ActionRecord) -> None:
         """Record an action that went out (only those count). A command right after another
-        of the same chunk (the engine's common tick) takes the short way."""
+        of the same chunk (the engine's common tick, a hand-over's step included) takes the
+        short way."""
         last = self._last_action_at
         if not record.steady or last is None:
             self.action(
@@ -235,17 +235,20 @@ class PlaybackStats:
                 blended=record.blended,
             )
             return
-        if self._seam_step is not None and self._last_sent is not None:  # back on the plan
-            step = largest_difference(record.raw, self._last_sent, self.arm_index)
+        sent = record.raw if record.action is None else record.action
+        if self._seam_step is not None and self._last_sent is not None:  # as ``_seam`` does
+            step = largest_difference(sent, self._last_sent, self.arm_index)
             self._seam_step = max(self._seam_step, step)
-            self.close_seam()
+            if not record.blended:  # back on the plan
+                self.close_seam()
         now = record.now
         if now - last > self.max_gap_s:
             self.max_gap_s = now - last
         self.actions += 1
         self.staleness.add(record.staleness_s)
         self._last_action_at = now
-        self._last_raw = self._last_sent = record.raw
+        self._last_raw = record.raw
+        self._last_sent = sent
 
     def underrun(self, now: float) -> float:
         """A tick after the first command with nothing to play; returns the gap so far."""
