@@ -8,6 +8,7 @@ publishes it or holds.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
@@ -468,6 +469,11 @@ def main(args: list[str] | None = None) -> None:
     node = PolicyNode()
     executor = SingleThreadedExecutor()
     executor.add_node(node)
+    # What is loaded by now lives as long as the process: out of the garbage collector's full
+    # passes, whose scan of it would otherwise pause the control timer (the process is ours;
+    # a node composed into another process leaves its collector alone).
+    gc.collect()
+    gc.freeze()
     try:
         # Nothing wakes a blocked wait on a signal now (rclpy's handler did): poll, so that
         # Python runs the handler even when no timer is due (an unconfigured node).
