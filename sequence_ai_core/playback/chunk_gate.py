@@ -16,10 +16,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from queue import SimpleQueue
 from typing import Any
 
-import numpy as np
-
 from ..errors import ChunkRefused
 from ..types import ActionChunk, Observation
+from .stops import is_bool
 
 #: ``run(validate_chunk=)``: the chunk as the gateway returned it (checked finite and of its
 #: declared sizes) and the observation it was requested with.
@@ -81,8 +80,7 @@ class ChunkGate:
 
 
 def _require_true(verdict: object) -> None:
-    # (False, "why") and "False" are truthy: only a real boolean answers (validate's rule)
-    boolean = isinstance(verdict, (bool, np.bool_))
+    boolean = is_bool(verdict)  # validate's rule
     if boolean and verdict:
         return
     what = "" if boolean else f" {type(verdict).__name__}, not True or False (bool or numpy.bool_)"

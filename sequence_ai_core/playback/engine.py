@@ -311,7 +311,7 @@ class PlaybackEngine:
     def _play(self, now: float) -> Tick:
         step = self._plan.take(now)
         if step == EARLY:
-            return _early(now)
+            return _idle(now, EARLY)
         if step is None:
             if self.phase in ("waiting", "resuming"):
                 return _idle(now, self.phase)
@@ -333,15 +333,15 @@ class PlaybackEngine:
         if row is None or arm is None:
             return
         largest = largest_arm_step(step.planned, arm)
-        jump = largest_difference(step.raw, row, arm)
-        self._stats.resume_jump(jump / largest if largest > 0 else math.inf if jump else 0.0)
+        if largest > 0:  # a chunk that holds still has no step to measure in
+            self._stats.resume_jump(largest_difference(step.raw, row, arm) / largest)
 
     def _steady(self, now: float) -> Tick:
         """The common tick: the chunk playing, by time index (its size and finiteness were
         checked when it arrived, and its rows are read-only)."""
         taken = self._plan.take_steady(now)
         if taken is None:
-            return _early(now)
+            return _idle(now, EARLY)
         planned, index, raw, action, late, blended = taken
         staleness = now - planned.observed_at
         if late:
@@ -441,11 +441,6 @@ class PlaybackEngine:
 
 
 def _idle(now: float, kind: TickKind) -> Tick:
-    """A tick with nothing to play, and why (``kind``)."""
+    """A tick with nothing to play, and why (``kind``; ``early``: the step due already went
+    out, the arm is carrying it out and the plan has not run out)."""
     return Tick(None, kind, 0, -1, new_chunk=False, staleness_s=math.nan, at=now)
-
-
-def _early(now: float) -> Tick:
-    """A tick in the slot of a step that already went out: nothing to send (the arm is
-    carrying that step out), and the plan has not run out."""
-    return Tick(None, "early", 0, -1, new_chunk=False, staleness_s=math.nan, at=now)

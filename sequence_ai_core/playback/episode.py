@@ -26,7 +26,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, get_args, runtime_checkable
 
 from ..errors import ChunkExhausted, ChunkRefused, SequencesError, Stalled
 from ..types import FloatArray, Observation
@@ -44,7 +44,7 @@ StopReason = Literal["completed", "validate", "estop", "stopped", "stale_input"]
 Verdict = str | BaseException | None
 #: A person's verdict on how the episode went (``stop(label=)``); empty: none given.
 Label = Literal["success", "failure", ""]
-LABELS: tuple[Label, ...] = ("success", "failure", "")
+LABELS: tuple[Label, ...] = get_args(Label)
 #: While taken over, the arm is journaled this often (``watch``): a correction dataset's
 #: joint states, at the rate the issue of record asks as a floor.
 WATCH_HZ = 10.0

@@ -40,8 +40,6 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import numpy as np
-
 from ..errors import SequencesError
 from ..types import FloatArray, Model, Observation, Prediction
 from .chunk_gate import ChunkCheck
@@ -51,7 +49,7 @@ from .episode import Episode, check_max_actions
 from .journal import UNRECORDED, Journal
 from .outcome import RunOutcome
 from .source import ChunkSource
-from .stops import hold_on_sigterm, interruptible, refusal
+from .stops import hold_on_sigterm, interruptible, is_bool, refusal
 from .tick import Tick
 
 #: Poll interval while waiting for the first chunk (the rate is not known yet).
@@ -248,7 +246,7 @@ def _follow(
 ) -> bool:
     """Ask ``takeover()`` who has the arm and tell the episode; True while a person has it."""
     human = takeover()
-    if not isinstance(human, (bool, np.bool_)):
+    if not is_bool(human):
         raise TypeError(f"takeover() must return a bool, got {type(human).__name__}")
     if human:
         episode.take_over(now)

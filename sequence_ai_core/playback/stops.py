@@ -17,6 +17,12 @@ from ..types import FloatArray
 from .episode import Verdict
 
 
+def is_bool(answer: object) -> bool:
+    """A caller's yes-or-no answer is a real boolean: ``(False, "why")`` and ``"False"`` are
+    truthy, so taking them as answers would say yes to anything."""
+    return isinstance(answer, (bool, np.bool_))
+
+
 def refusal(validate: Callable[[FloatArray], Any] | None, action: FloatArray) -> Verdict:
     """None when ``validate`` accepts ``action``; a text when it refuses it; a ``TypeError``
     describing the answer when it is not a real boolean (``(False, "why")`` and ``"False"``
@@ -24,7 +30,7 @@ def refusal(validate: Callable[[FloatArray], Any] | None, action: FloatArray) ->
     if validate is None:
         return None
     verdict = validate(action)
-    if isinstance(verdict, (bool, np.bool_)):
+    if is_bool(verdict):
         return None if verdict else "validate returned False"
     return TypeError(
         f"validate must return True or False (bool or numpy.bool_), it returned "

@@ -221,7 +221,10 @@ def test_max_actions_counts_the_policy_and_the_stall_clock_stops() -> None:
     assert ran.outcome.reason == "completed"
     assert ran.outcome.actions == 40 == len(ran.arm.sent)
     assert ran.outcome.takeover_s == pytest.approx(7.0)
-    assert ran.outcome.underruns == 0 or ran.outcome.underrun_s < 1.0
+    # the person's seconds are neither a gap between commands nor an underrun
+    outcome = ran.outcome
+    assert (outcome.underruns, outcome.underrun_s, outcome.duty_cycle) == (0, 0.0, 1.0)
+    assert outcome.max_gap_s == pytest.approx(PERIOD)
 
 
 def test_the_arm_is_journaled_at_ten_hertz_while_taken_over() -> None:

@@ -198,6 +198,8 @@ def test_an_episode_completes_with_max_actions_policy_actions(
     assert _set_takeover(tier, False).success
     status, outcome = goal.result()
     assert (status, outcome.reason, outcome.actions) == ("succeeded", "completed", 60)
-    policy = [m for m in actions.snapshot() if np.array(m.data[:7]).any()]
-    assert len(policy) <= 60  # the hand-back's hold is the one zero command among them
+    # the 60 policy commands, the hand-back's hold and the zeros that end a velocity episode
+    sent = wait_for(lambda: len(actions) >= 62 and actions.snapshot(), what="the final hold")
+    zeros = [k for k, m in enumerate(sent) if not np.array(m.data[:7]).any()]
+    assert len(sent) == 62 and len(zeros) == 2 and zeros[-1] == 61, zeros
     assert hold.calls == 0
