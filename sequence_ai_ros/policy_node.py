@@ -447,15 +447,22 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
 
 #: How long an exiting node spins on to answer the goal its exit ended.
 RESULT_GRACE_S = 0.5
+#: How long it spins on once the goal has ended, for the result's answer to go out.
+RESULT_SETTLE_S = 0.2
 
 
 def _give_results(executor: SingleThreadedExecutor, node: PolicyNode) -> None:
     """The episode of a running goal ended with the hold: let its client have the result."""
+    if not node.episode_action.running:
+        return
     deadline = time.monotonic() + RESULT_GRACE_S
     while node.episode_action.running and time.monotonic() < deadline:
         executor.spin_once(timeout_sec=0.05)
-    if not node.episode_action.running:
-        executor.spin_once(timeout_sec=0.05)  # the result request's answer
+    # The answer to the result request is a callback of its own, behind whatever else is ready
+    # (the health timer, a tick): one spin may run another, so spin on a little.
+    settle = time.monotonic() + RESULT_SETTLE_S
+    while time.monotonic() < settle:
+        executor.spin_once(timeout_sec=0.05)
 
 
 def main(args: list[str] | None = None) -> None:
