@@ -42,12 +42,14 @@ class EmaPrefetch:
         self.period_s: float | None = None
         self.requests = 0
 
-    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick:
+    def play(self, now: float) -> Tick:
         if self._first_tick is None:
             self._first_tick = now
         if self._future is not None and self._future.done():
             self._arrive(self._future.result(), now)
-        result = self._play(now)
+        return self._play(now)
+
+    def refill(self, now: float, observe: Callable[[], Observation | None]) -> None:
         buffered_s = len(self._buffer) * (self.period_s or 0.0)
         lead = self._ema if self._ema is not None else 0.0
         if self._future is None and (not self._buffer or buffered_s <= lead):
@@ -56,7 +58,6 @@ class EmaPrefetch:
                 self._future = self._pool.submit(self._policy.fetch, observation, {})
                 self._started_at = now
                 self.requests += 1
-        return result
 
     def _arrive(self, prediction: Prediction, now: float) -> None:
         latency = now - self._started_at

@@ -38,9 +38,12 @@ class RowPlayer:
         self._rows = list(rows)
         self._next = 0
 
-    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick:
+    def play(self, now: float) -> Tick:
         row, self._next = self._rows[self._next], self._next + 1
         return Tick(row.copy(), "action", 1, self._next, False, 0.0, now)
+
+    def refill(self, now: float, observe: Callable[[], Observation | None]) -> None:
+        """Nothing to request."""
 
     def commit(self) -> None:
         """Nothing to count: the episode counts the actions."""
@@ -62,6 +65,8 @@ class KindTimer:
         self.engine: PlaybackEngine | None = None
         self.cpu: dict[str, list[float]] = defaultdict(list)
         self._arrived = False
+        self._tick = Tick(None, "waiting", 0, -1, False, 0.0)  # the last play's, and its CPU
+        self._cpu = 0.0
 
     def chunk_arrived(self, prediction: Prediction) -> None:
         self._arrived = True  # the engine's on_chunk: called inside the tick that takes it in
@@ -76,13 +81,20 @@ class KindTimer:
             raise RuntimeError("no engine yet")
         return self.engine
 
-    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick:
-        engine, started, self._arrived = self._engine, self._engine.requests_started, False
+    def play(self, now: float) -> Tick:
+        self._arrived = False
         cpu = time.thread_time()
-        tick = engine.tick(now, observe)
-        cpu = time.thread_time() - cpu
-        self.cpu[self._kind(tick, engine.requests_started > started)].append(cpu)
-        return tick
+        self._tick = self._engine.play(now)
+        self._cpu = time.thread_time() - cpu
+        return self._tick
+
+    def refill(self, now: float, observe: Callable[[], Observation | None]) -> None:
+        """Timed with the tick's ``play`` as one tick, and filed under its kind."""
+        engine, started = self._engine, self._engine.requests_started
+        cpu = time.thread_time()
+        engine.refill(now, observe)
+        cpu = self._cpu + time.thread_time() - cpu
+        self.cpu[self._kind(self._tick, engine.requests_started > started)].append(cpu)
 
     def _kind(self, tick: Tick, requested: bool) -> str:
         if self._arrived:

@@ -25,10 +25,13 @@ class Tapped:
     def period_s(self) -> float | None:
         return self.engine.period_s
 
-    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick:
-        self.last = self.engine.tick(now, observe)
+    def play(self, now: float) -> Tick:
+        self.last = self.engine.play(now)
         self.seen(self.last)
         return self.last
+
+    def refill(self, now: float, observe: Callable[[], Observation | None]) -> None:
+        self.engine.refill(now, observe)
 
     def commit(self) -> None:
         self.engine.commit()

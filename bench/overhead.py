@@ -167,14 +167,22 @@ class TimedPlayer:
     def period_s(self) -> float | None:
         return self.engine.period_s
 
-    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Any:
-        before = self.engine.requests_started
+    def play(self, now: float) -> Any:
         cpu, wall = time.thread_time(), time.perf_counter()
-        result = self.engine.tick(now, observe)
+        result = self.engine.play(now)
         self.wall.append(time.perf_counter() - wall)
         self.cpu.append(time.thread_time() - cpu)
-        self.starts.append(self.engine.requests_started > before)
+        self.starts.append(False)
         return result
+
+    def refill(self, now: float, observe: Callable[[], Observation | None]) -> None:
+        """Counted with the tick's ``play``: the two are one tick's work."""
+        before = self.engine.requests_started
+        cpu, wall = time.thread_time(), time.perf_counter()
+        self.engine.refill(now, observe)
+        self.wall[-1] += time.perf_counter() - wall
+        self.cpu[-1] += time.thread_time() - cpu
+        self.starts[-1] = self.engine.requests_started > before
 
     def commit(self) -> None:
         self.engine.commit()

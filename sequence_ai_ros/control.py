@@ -4,11 +4,12 @@
 ``Policy.run()``'s loop is: it asks the engine for the step due now, applies every safety
 rule (``safety.py``), builds the command and sends it through the command sink, or says
 why not; the core ``Episode`` takes that verdict (``Episode.settle``) and decides whether
-the episode ends; while a person has the arm it sends nothing. ``step`` returns that end,
-if any, and the timer period to keep. It
-remembers what the arm was last commanded this episode, which the next check and the hold
-command need. The node keeps the lifecycle and the ROS wiring; the interfaces reach this
-only through ``DriverHold``.
+the episode ends; only then may the engine start a request (``refill``), so its
+observation never delays the command; while a person has the arm it sends nothing.
+``step`` returns that end, if any, and the timer period to keep. It remembers what the arm
+was last commanded this episode, which the next check and the hold command need. The node
+keeps the lifecycle and the ROS wiring; the interfaces reach this only through
+``DriverHold``.
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ class Step:
 
 def _period(engine: PlaybackEngine) -> float:
     return engine.period_s or NO_RATE_POLL_S
+
+
+def _failed(engine: PlaybackEngine, episode: Episode, exc: Exception) -> Step:
+    """The engine raised: the episode ends on that error, with its hold."""
+    trace = "" if isinstance(exc, SequencesError) else traceback.format_exc()
+    episode.stop(error=exc, detail=str(exc))
+    return _ended(_period(engine), episode, trace)
 
 
 def _ended(period_s: float, episode: Episode, trace: str = "") -> Step:
@@ -114,23 +122,41 @@ class Control:
             episode.watch(now, self.inputs.observe)
             return Step(_period(engine))
         try:
-            tick = engine.tick(now, self.inputs.observe)
+            tick = engine.play(now)
         except Exception as exc:  # an untyped failure must still hold, not kill the executor
-            trace = "" if isinstance(exc, SequencesError) else traceback.format_exc()
-            episode.stop(error=exc, detail=str(exc))
-            return _ended(_period(engine), episode, trace)
+            return _failed(engine, episode, exc)
         period = _period(engine)
-        if tick.new_chunk:
-            self._publish_chunk(tick)
         if tick.action is None:  # the underrun hold, the stall bound
-            return _ended(period, episode) if episode.idle(tick.kind, now) else Step(period)
+            ends = episode.idle(tick.kind, now)
+        else:
+            ends = self._send(tick, tick.action, engine, episode, checks, period)
+        if tick.new_chunk:  # after the command: the chunk's topic is for watching
+            self._publish_chunk(tick)
+        if ends:
+            return _ended(period, episode)
+        try:  # after the command, so that a request never delays it
+            engine.refill(now, self.inputs.observe)
+        except Exception as exc:
+            return _failed(engine, episode, exc)
+        return Step(period)
+
+    def _send(
+        self,
+        tick: Tick,
+        action: FloatArray,
+        engine: PlaybackEngine,
+        episode: Episode,
+        checks: safety.SafetyChecks,
+        period: float,
+    ) -> bool:
+        """Publish the tick's action, or refuse it; True when the episode ends with it."""
         # With trajectory_mode=chunk the controller plays this tick's step from the trajectory
         # in force, if one carries it; else one goes out from this step (its first point is
         # the action). Either way the command recorded is the step as the controller plays
         # it: one command per action the episode counts, whatever the output type.
         in_force = self.sink.trajectory_step(tick.chunk_seq, tick.step_index)
         refused = self.play(
-            tick.action,
+            action,
             engine.action_space or "",
             checks,
             period,
@@ -138,9 +164,7 @@ class Control:
             in_force=in_force is not None,
             remaining=episode.remaining,
         )
-        if episode.settle(tick, refused, sent=in_force):
-            return _ended(period, episode)
-        return Step(period)
+        return episode.settle(tick, refused, sent=in_force)
 
     def play(
         self,

@@ -1,11 +1,12 @@
 """The playback engine: keeps a time-indexed plan of action chunks full while the arm moves.
 
 One engine, two drivers: ``Policy.run()`` (``runner.run_policy``) and the ROS node's timer
-both call ``tick(now, observe)`` once per control period and hand the ``tick.Tick`` it
-returns, sent or refused, to one ``episode.Episode`` (``Episode.settle``), which journals
-it, counts it (``commit``) and holds on every stop. ``tick`` never sleeps; HTTP runs on a
-few worker threads (``source.fetch``), while ``observe`` and everything handed to the
-caller stay on the caller's thread.
+both call ``play(now)`` once per control period, hand the ``tick.Tick`` it returns, sent or
+refused, to one ``episode.Episode`` (``Episode.settle``), which journals it, counts it
+(``commit``) and holds on every stop, and then call ``refill(now, observe)``, so that a
+request's observation and hand-off never delay the command (``tick`` is both, for a loop
+that does not mind). Neither sleeps; HTTP runs on a few worker threads (``source.fetch``),
+while ``observe`` and everything handed to the caller stay on the caller's thread.
 
 The plan (``plan.ChunkPlan``): step *i* of a chunk is due at ``anchor + i/hz`` and a tick
 plays the step due now, so late or missed ticks never shift it. Refills start when
@@ -119,22 +120,32 @@ class PlaybackEngine:
         #: The arm's state the first chunk after a hand-back is handed over from.
         self._resume_row: FloatArray | None = None
         self._start_from: FloatArray | None = None  # hand_back's, until the first request
+        #: Set by ``play`` when ``refill`` has to look (whether a step played), else None.
+        self._refill_after: bool | None = None
 
     # ------------------------------------------------------------------ public surface
 
     def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick:
-        """Play the step due at ``now``; start a refill if one is due (calls ``observe``).
+        """``play(now)``, then ``refill(now, observe)``: for a loop that sends the action
+        after both (drivers send it between them)."""
+        result = self.play(now)
+        self.refill(now, observe)
+        return result
+
+    def play(self, now: float) -> Tick:
+        """The step due at ``now``, taking in any chunk that arrived; nothing is requested.
 
         Raises the typed error that ends the episode (auth, credit, invalid request or
         response, warming after the first action or past ``startup_timeout_s``, a transient
         error once the plan no longer covers a retry, a refused chunk: ``ChunkRefused``), and
-        an exception of ``validate_chunk``'s own as it raised it. After that every tick raises
-        the typed error again."""
+        an exception of ``validate_chunk``'s own as it raised it. After that every call
+        raises the typed error again."""
         if self.phase == "closed":
             raise RuntimeError("PlaybackEngine is closed")
         if self._error is not None:
             raise self._error
         self._uncommitted = None  # an action not committed by now never went out
+        self._refill_after = None
         try:
             if now < self._quiet_until and not self._requests.arrived:
                 return self._steady(now)  # most ticks: an index, a copy, a hand-over's step
@@ -150,12 +161,25 @@ class PlaybackEngine:
                 first_tick_at=self._first_tick_at,
             )
             result = self._play(now)
-            self._maybe_request(now, observe, playing=result.kind in ("action", "early"))
+        except SequencesError as exc:
+            self._error, self.phase = exc, "failed"
+            raise
+        self._refill_after = result.kind in ("action", "early")
+        return result
+
+    def refill(self, now: float, observe: Callable[[], Observation | None]) -> None:
+        """Start a refill if one is due after the last ``play(now)`` (calls ``observe``);
+        at most once per ``play``. Raises as ``play`` does (an observation the source
+        refuses: ``InvalidRequest``)."""
+        playing, self._refill_after = self._refill_after, None
+        if playing is None or self.phase in ("human", "closed"):  # a steady tick, or done
+            return
+        try:
+            self._maybe_request(now, observe, playing=playing)
         except SequencesError as exc:
             self._error, self.phase = exc, "failed"
             raise
         self._quiet_until = self._schedule.quiet_until(now, self.period_s or 0.0, self.action_space)
-        return result
 
     def take_over(self, now: float) -> None:
         """A person has the arm (``Episode.take_over``): nothing planned or in flight before
@@ -167,6 +191,7 @@ class PlaybackEngine:
         self._plan.clear()
         self._stats.taken_over(now)
         self._uncommitted = None
+        self._refill_after = None
         self._quiet_until = -math.inf
         self._resume_row = None
         self.phase = "human"

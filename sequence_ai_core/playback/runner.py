@@ -7,8 +7,9 @@ Which loop to use:
   trying a model out; it never prefetches.
 - ``policy.run(observe, act, max_actions=...)`` — this module. It paces ``act`` to the
   chunk's rate, keeps refills in flight ahead of time and measures the result.
-- ``PlaybackEngine.tick`` — for a loop you already own (a ROS timer, a real-time thread):
-  call it once per period and publish what it returns.
+- ``PlaybackEngine.play`` then ``refill`` (or ``tick``, both at once) — for a loop you
+  already own (a ROS timer, a real-time thread): once per period, publish what ``play``
+  returns, then let ``refill`` start a request if one is due.
 
 Errors: a typed ``SequencesError`` ends the episode; hold is called and the returned
 ``RunOutcome`` has ``reason="raised:<Class>"`` and the error in ``.error`` (a controller
@@ -68,7 +69,11 @@ class Player(Protocol):
     def period_s(self) -> float | None:
         """The control period; None while no rate is known (waiting ticks then poll)."""
 
-    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick: ...
+    def play(self, now: float) -> Tick:
+        """The step due at ``now`` (``PlaybackEngine.play``)."""
+
+    def refill(self, now: float, observe: Callable[[], Observation | None]) -> None:
+        """After the step went out (or none did): start a request if one is due."""
 
     def commit(self) -> None: ...
 
@@ -217,11 +222,12 @@ def drive(
             if takeover is not None and _follow(episode, takeover, now, observe):
                 pacer.wait(now, player.period_s)
                 continue
-            tick = player.tick(now, observe)
+            tick = player.play(now)
             action = tick.action
             if action is None:
                 if episode.idle(tick.kind, clock()):
                     return episode.outcome
+                player.refill(now, observe)
                 _pace(player, pacer, tick, now, clock, sleep)
                 continue
             refused = refusal(validate, action)
@@ -229,6 +235,7 @@ def drive(
                 act(action)
             if episode.settle(tick, refused):  # journaled and counted, or refused
                 return episode.outcome
+            player.refill(now, observe)  # after act: a request never delays the command
             pacer.wait(now, player.period_s)
     except SequencesError as exc:
         episode.stop(error=exc)

@@ -38,12 +38,15 @@ class ScriptedPlayer:
         self.period_s = period_s  # known before the first action (the catalogue's), or not
         self.stats = PlaybackStats()
 
-    def tick(self, now: float, observe: Callable[[], Observation | None]) -> Tick:
+    def play(self, now: float) -> Tick:
         self.ticks.append(now)
         if len(self.ticks) <= self.waiting:
             return Tick(None, "waiting", 0, -1, False, math.nan)
         self.period_s = PERIOD
         return Tick(np.zeros(2), "action", 1, len(self.ticks), False, 0.0)
+
+    def refill(self, now: float, observe: Callable[[], Observation | None]) -> None:
+        """Nothing to request."""
 
     def commit(self) -> None:
         self.stats.commit(

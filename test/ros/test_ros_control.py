@@ -132,13 +132,13 @@ def test_a_step_past_the_trajectory_sent_goes_out_in_a_new_one(rig: Any) -> None
     the episode would count actions the controller was never sent)."""
     run = rig(max_actions=40, **ABSOLUTE)
     handed: list[Any] = []
-    tick = run.engine.tick
+    play = run.engine.play
 
-    def observed(now: float, observe: Any) -> Any:
-        handed.append(tick(now, observe))
+    def observed(now: float) -> Any:
+        handed.append(play(now))
         return handed[-1]
 
-    run.engine.tick = observed  # type: ignore[method-assign]
+    run.engine.play = observed  # type: ignore[method-assign]
     covered, sent_again = [], 0
     for _ in range(400):
         run.feed()
@@ -158,3 +158,33 @@ def test_a_step_past_the_trajectory_sent_goes_out_in_a_new_one(rig: Any) -> None
     assert step.reason == "completed" and len(covered) == 40
     assert all(sent is not None for sent in covered)
     assert sent_again >= 1  # the last trajectory of the episode ran out before its actions
+
+
+def test_a_tick_publishes_its_command_before_it_observes_for_a_request(rig: Any) -> None:
+    """The request's observation, its images and its hand-off to a worker come after the
+    command of the tick that starts it (``PlaybackEngine.refill``), so they never delay it."""
+    run = rig(max_actions=40)
+    observe = run.inputs.observe
+    published_when_observed: list[tuple[int, int]] = []  # (commands before, this tick's)
+    ticks = [0]
+
+    def observed() -> Any:
+        published_when_observed.append((len(run.action.messages), ticks[0]))
+        return observe()
+
+    run.inputs.observe = observed  # type: ignore[method-assign]
+    commands_at_tick: list[int] = []
+    for _ in range(400):
+        run.feed()
+        ticks[0] = len(commands_at_tick)
+        before = len(run.action.messages)
+        step = run.control.step(run.engine, run.episode, run.checks, time.monotonic())
+        commands_at_tick.append(len(run.action.messages) - before)
+        if step.ends:
+            break
+        time.sleep(step.period_s)
+    assert step.reason == "completed"
+    while_playing = [(n, t) for n, t in published_when_observed if commands_at_tick[t] == 1]
+    assert len(while_playing) >= 2  # refills started at ticks that sent a command
+    for commands, tick in while_playing:
+        assert commands == sum(commands_at_tick[: tick + 1])  # this tick's command went first
