@@ -29,6 +29,8 @@ from std_msgs.msg import Bool, String
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from sequence_ai_core.node_api import Label
+
 from .command_sink import Publishers
 from .inputs import InputStore, RawImage
 from .messages import MESSAGE_TYPES
@@ -53,7 +55,7 @@ class EpisodeController(Protocol):
     def set_takeover(self, engaged: bool, source: str) -> str:
         """A person takes the arm (True) or hands it back; what happened, for the log."""
 
-    def end_episode(self, success: bool) -> bool:
+    def end_episode(self, label: Label) -> bool:
         """Stop the running episode with a person's label; False if none was running."""
 
     def on_teleop(self, msg: Any) -> None:
@@ -222,8 +224,8 @@ class NodeInterfaces:
         return response
 
     def _on_end(self, request: Any, response: Any) -> Any:
-        label = "success" if request.data else "failure"
-        response.success = self.controller.end_episode(bool(request.data))
+        label: Label = "success" if request.data else "failure"
+        response.success = self.controller.end_episode(label)
         response.message = f"episode ended: {label}" if response.success else "no episode running"
         return response
 

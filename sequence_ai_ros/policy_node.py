@@ -367,9 +367,8 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self.health.publish_now()
         return who
 
-    def end_episode(self, success: bool) -> bool:
+    def end_episode(self, label: Label) -> bool:
         """Stop the running episode (one hold) with a person's label (~/end_episode)."""
-        label: Label = "success" if success else "failure"
         ended = self.episodes.end("stopped", detail=f"~/end_episode: {label}", label=label)
         return self._episode_ended(ended)
 
