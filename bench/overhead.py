@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from bench import _command_order
 from bench._common import BENCH_KEY, machine_note, quantile, simulator_process
 from bench._loop_breakdown import KindTimer, RowPlayer, engine_ticks, render_breakdown
 from bench._overhead_tables import (
@@ -338,6 +339,14 @@ def control_thread_cost(actions: int) -> dict[str, TimedPlayer]:
     return out
 
 
+def command_order(actions: int) -> dict[str, list[tuple[float, bool]]]:
+    """How late each command reaches ``act`` in either order, at 50 Hz with two cameras
+    handed over as ``RawFrame`` (their pixels copied in ``observe``)."""
+    with simulator_process(latency_s=0.3) as url:
+        observe = camera_observer(True, True)
+        return _command_order.command_delays(url, MODEL, observe, actions, LOOP_HZ)
+
+
 def memory_over_chunks(chunks: int, steps_per_chunk: int = 2) -> list[tuple[int, float]]:
     """(chunks played, traced MB) at tenths of the run, after a warm-up of 100 chunks.
 
@@ -384,6 +393,7 @@ def run(full: bool) -> str:
     looping = run_loop_overhead(actions, (LOOP_HZ, BREAKDOWN_HZ))
     timer, timed_outcome = where_time_goes(timed, BREAKDOWN_HZ)
     cameras = control_thread_cost(camera_actions)
+    ordered = command_order(camera_actions)
     memory = memory_over_chunks(chunks)
     sizes = (
         f"{ticks:,} ticks, {repeats:,} chunks parsed, loops of {actions} actions at "
@@ -438,6 +448,13 @@ def run(full: bool) -> str:
             "JPEG) against `RawFrame`, encoded by the worker that builds the request. The "
             "budget is 5 % of a 20 ms period: 1 ms.",
             render_cameras(cameras, 1.0 / LOOP_HZ),
+            "### A request's tick: the command before the request",
+            f"From the start of each tick to its command reaching `act`, at {LOOP_HZ:g} Hz with "
+            "the two cameras as `RawFrame` (pixels copied in `observe`), two runs of each "
+            "order in turn, pooled: `run()`'s order (`play`, the command, then `refill`, which "
+            "calls `observe`, checks it and hands it to a worker) against the order before it "
+            "(the whole `tick`, request included, then the command).",
+            _command_order.render(ordered),
             f"### Memory over {chunks:,} chunks (tracemalloc, engine + wire parsing)" + memory_note,
             render_memory(memory),
         ]
