@@ -90,7 +90,7 @@ class FlightRecorder:
         self._images(now, observation)
 
     def observed(self, now: float, observation: Observation) -> None:
-        self._put(("observed", now, *_joints(observation)))
+        self._put(("observed", now, *_joints(observation), *_arm(observation)))
         self._images(now, observation)
 
     def operator(self, now: float, values: FloatArray, source: str) -> None:
@@ -184,4 +184,15 @@ def _joints(observation: Observation) -> tuple[FloatArray, FloatArray]:
     return (
         np.array(joints.joint_positions, dtype=np.float64),
         np.array(velocities if velocities is not None else (), dtype=np.float64),
+    )
+
+
+def _arm(observation: Observation) -> tuple[float | None, FloatArray | None]:
+    """The gripper reading and the end-effector pose, each None when it had none, as the
+    joints are: numbers here, the pose copied off the caller's list."""
+    proprio = observation.proprioception
+    gripper, pose = proprio.gripper, proprio.end_effector_pose
+    return (
+        None if gripper is None else float(gripper),
+        None if pose is None else np.array(pose, dtype=np.float64).reshape(-1),
     )

@@ -66,11 +66,20 @@ EVENTS_TOPIC = Topic("/events", "diagnostic_msgs/msg/DiagnosticStatus", "one eng
 #: While a person has the arm (between ``takeover`` and ``release`` events): its joint reading
 #: each time the episode observes it (``Journal.observed``), the fields of ``OBSERVATION``'s;
 #: header stamp: when it was read. Its camera images go on the ``IMAGE_PREFIX`` topics, under
-#: the same per-view rate as a request's.
+#: the same per-view rate as a request's; its gripper and end-effector pose on ``HUMAN_STATE``.
 HUMAN_JOINTS = Topic(
     "/human/joint_states",
     "sensor_msgs/msg/JointState",
     "the joint reading while a person has the arm",
+)
+#: Beside each ``HUMAN_JOINTS`` reading whose observation had a gripper reading or an
+#: end-effector pose (same receive time, the reading's header stamp): ``name`` ``arm``, values
+#: ``gripper`` and ``end_effector_pose`` as ``REQUEST`` carries them, each only when the
+#: observation had it; a reading with neither has no message here, never a zero.
+HUMAN_STATE = Topic(
+    "/human/state",
+    "diagnostic_msgs/msg/DiagnosticStatus",
+    "the gripper and end-effector pose while a person has the arm",
 )
 #: Each command a person's device sent while the arm was taken over, as the device sent it:
 #: ``data`` its values, ``layout.dim[0]`` labelled with where it came from (a topic name or a
@@ -116,6 +125,6 @@ EVENTS = {
 }
 
 TOPICS = (
-    OBSERVATION, REQUEST, CHUNK, CHUNK_INFO, COMMAND, HOLD, EVENTS_TOPIC, HUMAN_JOINTS, OPERATOR,
-    OUTCOME, RECORDING,
+    OBSERVATION, REQUEST, CHUNK, CHUNK_INFO, COMMAND, HOLD, EVENTS_TOPIC, HUMAN_JOINTS,
+    HUMAN_STATE, OPERATOR, OUTCOME, RECORDING,
 )  # fmt: skip

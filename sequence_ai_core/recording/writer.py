@@ -208,18 +208,21 @@ class RecordWriter:
         values: dict[str, object] = {
             "request": number, "instruction": observation.instruction,
             "images": ",".join(frame.view for frame in observation.images),
+            **arm_values(proprio.gripper, proprio.end_effector_pose),
         }  # fmt: skip
-        if proprio.gripper is not None:
-            values["gripper"] = float(proprio.gripper)
-        if proprio.end_effector_pose is not None:
-            pose = proprio.end_effector_pose
-            values["end_effector_pose"] = ",".join(repr(float(v)) for v in pose)
         observed = (topics.OBSERVATION.name, topics.OBSERVATION.msgtype, joints)
         return [observed, self._status(bag, topics.REQUEST, "request", "", values)]
 
-    def _observed(self, bag: BagFile, ns: int, positions: Any, velocities: Any) -> list[Message]:
+    def _observed(
+        self, bag: BagFile, ns: int, positions: Any, velocities: Any, gripper: float | None,
+        pose: Any,
+    ) -> list[Message]:  # fmt: skip
         joints = bag.messages.joint_state(ns, self._config.joint_names, positions, velocities)
-        return [(topics.HUMAN_JOINTS.name, topics.HUMAN_JOINTS.msgtype, joints)]
+        messages = [(topics.HUMAN_JOINTS.name, topics.HUMAN_JOINTS.msgtype, joints)]
+        arm = arm_values(gripper, pose)
+        if arm:  # neither: no message, rather than one that reads as a zero
+            messages.append(self._status(bag, topics.HUMAN_STATE, "arm", "", arm))
+        return messages
 
     def _operator(self, bag: BagFile, ns: int, values: Any, source: str) -> list[Message]:
         data = bag.messages.command(values, self._text(source))
@@ -266,6 +269,17 @@ class RecordWriter:
         level = OK if outcome.reason == "completed" else WARN
         values = outcome_values(outcome)
         return [self._status(bag, topics.OUTCOME, "outcome", outcome.reason, values, level)]
+
+
+def arm_values(gripper: float | None, pose: Sequence[float] | None) -> dict[str, object]:
+    """The ``gripper`` and ``end_effector_pose`` values of a request and of ``HUMAN_STATE``,
+    each only when there is one; the pose comma separated, each float's repr (exact)."""
+    values: dict[str, object] = {}
+    if gripper is not None:
+        values["gripper"] = float(gripper)
+    if pose is not None:
+        values["end_effector_pose"] = ",".join(repr(float(v)) for v in pose)
+    return values
 
 
 def outcome_values(outcome: RunOutcome) -> dict[str, object]:

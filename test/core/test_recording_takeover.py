@@ -1,6 +1,7 @@
 """The flight recorder through a takeover: the takeover and release events, the arm's joint
-readings and camera images while a person has it (images under the requests' per-view rate),
-the operator's commands, the release hold and an outcome with the takeover fields and a
+readings, its gripper and end-effector pose (when the observation has them, never a zero in
+their place) and camera images while a person has it (images under the requests' per-view
+rate), the operator's commands, the release hold and an outcome with the takeover fields and a
 label, each at its stamp, in a real rosbag2 bag read back by the ``mcap`` library's decoder
 and by the project's own reader. The key is in no byte; the queue and the size cap bound the
 new records as every other.
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
+from rosbags.rosbag2 import Reader
 from support import TEST_KEY
 from support.recorded import Message, only, read_bag, values_of
 
@@ -54,15 +56,35 @@ def _png() -> bytes:
 PNG = _png()
 
 
+def _gripper(t: float) -> float:
+    """The gripper at ``t``: thirds, which only an exact text gives back (0.0 at the first
+    request, a real zero)."""
+    return (t - 100.0) / 3
+
+
+def _pose(t: float) -> list[float]:
+    """The end-effector pose at ``t``: x, y, z, then a quaternion."""
+    return [t, -t / 3, 0.25, 0.0, 0.0, math.sqrt(0.5), math.sqrt(0.5)]
+
+
 def _observation(t: float) -> Observation:
-    """The arm at ``t``: joints from ``t``, a raw frame (encoded when first read) and a PNG."""
+    """The arm at ``t``: joints, gripper and pose from ``t``, a raw frame (encoded when first
+    read) and a PNG."""
     pixels = np.full((48, 64, 3), int(t * 10) % 256, dtype=np.uint8)
     frames = (
         RawFrame("front", pixels, size=None, timestamp_ms=None),
         ImageFrame("wrist", PNG),
     )
-    proprio = Proprioception(joint_positions=[t, -t, 0.5], joint_velocities=[0.1, 0.2, 0.3])
+    proprio = Proprioception(
+        joint_positions=[t, -t, 0.5], joint_velocities=[0.1, 0.2, 0.3],
+        end_effector_pose=_pose(t), gripper=_gripper(t),
+    )  # fmt: skip
     return Observation(proprio, frames)
+
+
+def _arm_only(gripper: float | None, pose: Any) -> Observation:
+    """An observation with one joint and only the gripper and pose given."""
+    return Observation(Proprioception([0.5], gripper=gripper, end_effector_pose=pose))
 
 
 def _operator_source(k: int) -> str:
@@ -146,6 +168,107 @@ def test_the_arm_s_readings_while_taken_over_are_on_their_own_topic_at_their_sta
         assert list(state.velocity) == [0.1, 0.2, 0.3]
     # the requests' readings stay on theirs
     assert len(bag[topics.OBSERVATION.name]) == len(bag[topics.REQUEST.name]) == 2
+
+
+def test_the_gripper_and_the_pose_while_taken_over_are_beside_each_reading(
+    recorded: tuple[FlightRecorder, dict[str, list[Message]]],
+) -> None:
+    _, bag = recorded
+    offset = _offset(bag)
+    readings, states = bag[topics.HUMAN_JOINTS.name], bag[topics.HUMAN_STATE.name]
+    assert [m.log_time_ns for m in states] == [_ns(offset, t) for t in OBSERVED]
+    for t, reading, state in zip(OBSERVED, readings, states, strict=True):
+        assert state.log_time_ns == _stamp(reading.message)  # stamped as the reading is
+        assert (state.message.name, state.message.message) == ("arm", "")
+        values = values_of(state.message)
+        assert list(values) == ["gripper", "end_effector_pose"]
+        assert float(values["gripper"]) == _gripper(t)
+        assert [float(v) for v in values["end_effector_pose"].split(",")] == _pose(t)
+    # the requests' gripper and pose stay on theirs: the real zero of the first as "0.0"
+    first, second = (values_of(m.message) for m in bag[topics.REQUEST.name])
+    assert first["gripper"] == "0.0" and float(second["gripper"]) == _gripper(RELEASE)
+    assert [float(v) for v in second["end_effector_pose"].split(",")] == _pose(RELEASE)
+
+
+def test_a_request_and_a_reading_of_one_observation_write_gripper_and_pose_alike(
+    tmp_path: Path,
+) -> None:
+    recorder = FlightRecorder(RecordConfig(tmp_path, image_hz=0.0), model=MODEL)
+    pose = np.array([0.1, 0.2, 1 / 3, 0.0, 0.0, 0.0, 1.0], dtype=np.float32)
+    observation = _arm_only(0.1 + 0.2, pose)
+    journal: Journal = recorder
+    journal.request(1.0, 1, observation)
+    journal.observed(1.1, observation)
+    assert recorder.close()
+    bag = read_bag(recorder.path)
+    request = values_of(only(bag[topics.REQUEST.name]))
+    state = values_of(only(bag[topics.HUMAN_STATE.name]))
+    assert state == {key: request[key] for key in ("gripper", "end_effector_pose")}
+    # each float's repr: exact, the float32 pose's values as the floats they are
+    assert state["gripper"] == "0.30000000000000004"
+    assert state["end_effector_pose"] == ",".join(repr(float(v)) for v in pose)
+
+
+def test_a_reading_records_only_the_gripper_or_the_pose_it_has_and_nothing_without(
+    tmp_path: Path,
+) -> None:
+    pose = [0.4, 0.5, 0.6, 1.0, 0.0, 0.0, 0.0]
+    cases = [(1.0, 0.75, None), (1.1, None, pose), (1.2, None, None), (1.3, 0.0, pose)]
+    recorder = FlightRecorder(RecordConfig(tmp_path), model=MODEL)
+    journal: Journal = recorder
+    for t, gripper, arm_pose in cases:
+        journal.observed(t, _arm_only(gripper, arm_pose))
+    assert recorder.close()
+    bag = read_bag(recorder.path)
+    assert len(bag[topics.HUMAN_JOINTS.name]) == 4
+    first = bag[topics.HUMAN_JOINTS.name][0].log_time_ns
+    states = bag[topics.HUMAN_STATE.name]
+    due = [round(t * 1e9) - round(1e9) for t in (1.0, 1.1, 1.3)]
+    assert [m.log_time_ns - first for m in states] == due
+    text = ",".join(map(repr, pose))
+    assert [values_of(m.message) for m in states] == [
+        {"gripper": "0.75"},
+        {"end_effector_pose": text},
+        {"gripper": "0.0", "end_effector_pose": text},  # a real zero is recorded
+    ]
+
+
+def test_without_a_gripper_or_a_pose_the_topic_is_made_before_and_stays_empty(
+    tmp_path: Path,
+) -> None:
+    """The topic is made with the bag, before the episode (never by a first message); a bag
+    whose readings had neither reads back as before."""
+    recorder = FlightRecorder(RecordConfig(tmp_path, image_hz=0.0), model=MODEL)
+    journal: Journal = recorder
+    journal.event(1.0, "takeover", {})
+    for k in range(5):
+        journal.observed(1.0 + k / 10, Observation(Proprioception([k / 10, 0.5])))
+    journal.event(1.5, "release", {"takeover_s": 0.5})
+    assert recorder.close()
+    with Reader(recorder.path) as reader:
+        counts = {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
+    assert counts[topics.HUMAN_STATE.name] == (topics.HUMAN_STATE.msgtype, 0)
+    assert counts[topics.HUMAN_JOINTS.name] == (topics.HUMAN_JOINTS.msgtype, 5)
+    assert topics.HUMAN_STATE.name not in read_bag(recorder.path)
+    episode = read_episode(recorder.path)
+    assert episode.human_t.size == 5 and len(takeovers(episode)) == 1
+
+
+def test_the_pose_is_copied_off_the_caller_s_buffer(tmp_path: Path) -> None:
+    """A driver that reuses its pose array between observations: the bag holds the pose each
+    reading had when it was journaled."""
+    recorder = FlightRecorder(RecordConfig(tmp_path), model=MODEL)
+    journal: Journal = recorder
+    buffer = np.zeros(7)
+    for k in range(3):
+        buffer[:] = k + 0.5
+        journal.observed(1.0 + k / 10, _arm_only(None, buffer))
+    buffer[:] = -1.0  # before the writer thread's first poll
+    assert recorder.close()
+    states = read_bag(recorder.path)[topics.HUMAN_STATE.name]
+    assert [values_of(m.message)["end_effector_pose"] for m in states] == [
+        ",".join([repr(k + 0.5)] * 7) for k in range(3)
+    ]
 
 
 def test_images_while_taken_over_share_the_requests_per_view_rate(
