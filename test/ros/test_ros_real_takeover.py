@@ -131,6 +131,8 @@ def _bag_holds_the_takeover(bag: Path, operator_commands: int) -> None:
     assert operator and counts[operator[0]] >= operator_commands // 2, counts
     arm = [t for t in counts if t.startswith("/human") and "joint" in t]
     assert arm and counts[arm[0]] >= HELD_S * 10 * 0.7, counts
+    # the node reads the gripper joint: each reading's gripper beside it
+    assert counts[topics.HUMAN_STATE.name] == counts[arm[0]], counts
 
 
 def test_a_takeover_by_service_hands_back_from_the_measured_position_and_a_label_ends_it(
