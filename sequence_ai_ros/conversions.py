@@ -7,6 +7,8 @@ generated setters assert on element types and reject numpy arrays.
 
 from __future__ import annotations
 
+import array
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,22 +68,24 @@ def read_joints(
     missing = [n for n in arm if n not in index]
     if missing:
         raise InputProblem(f"joint_states lacks joints {missing}")
-    picked = np.array([positions[index[n]] for n in arm], dtype=np.float64)
-    if not np.all(np.isfinite(picked)):
+    # Checked as plain floats: read on the control tick, before its command, where numpy's
+    # calls on a few values cost more (docs/performance.md, "Measured on real rclpy").
+    picked = [float(positions[index[n]]) for n in arm]
+    if not all(map(math.isfinite, picked)):
         raise InputProblem("joint_states has non-finite positions")
     vel = None
     if len(velocities) == len(names):
-        vel = np.array([velocities[index[n]] for n in arm], dtype=np.float64)
+        speeds = [float(velocities[index[n]]) for n in arm]
         # Joints without velocity sensing often report NaN: omit velocities, don't stop.
-        vel = vel if np.all(np.isfinite(vel)) else None
+        vel = np.array(speeds, dtype=np.float64) if all(map(math.isfinite, speeds)) else None
     gripper = None
     if gripper_joint:
         if gripper_joint not in index:
             raise InputProblem(f"joint_states lacks gripper joint {gripper_joint!r}")
         gripper = float(positions[index[gripper_joint]])
-        if not np.isfinite(gripper):
+        if not math.isfinite(gripper):
             raise InputProblem(f"gripper joint {gripper_joint!r} position is not finite")
-    return JointReading(picked, vel, gripper)
+    return JointReading(np.array(picked, dtype=np.float64), vel, gripper)
 
 
 _CHANNELS = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1, "8UC3": 3, "8UC1": 1}
@@ -144,7 +148,8 @@ def _floats(values: FloatArray | Sequence[float] | None) -> list[float]:
 def float64_multi_array(types: MessageTypes, values: FloatArray, label: str) -> Any:
     msg = types.Float64MultiArray()
     msg.layout.dim = [types.MultiArrayDimension(label=label, size=len(values), stride=len(values))]
-    msg.data = _floats(values)
+    # as the message stores it: an array.array skips its setter's per-value checks
+    msg.data = array.array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
     return msg
 
 
