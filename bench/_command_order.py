@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from bench._common import BENCH_KEY, ms, quantile, ratio, table
-from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
-from sequence_ai_core.playback.outcome import RunOutcome
+from bench._tapped import Tapped
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.playback.runner import drive
 from sequence_ai_core.policy import connect
 from sequence_ai_core.types import FloatArray, Observation
@@ -24,23 +23,20 @@ ORDERS = {"request first (the whole tick, then the command)": True,
           "command first (play, the command, refill)": False}  # fmt: skip
 
 
-class CommandTiming:
+class CommandTiming(Tapped):
     """The engine as ``drive`` ticks it, in one order or the other, with how long after the
     tick began each command reached ``act`` and whether that tick started a request."""
 
     def __init__(
         self, engine: PlaybackEngine, observe: Callable[[], Observation | None], first: bool
     ) -> None:
-        self.engine, self._observe, self.request_first = engine, observe, first
+        super().__init__(engine)
+        self._observe, self.request_first = observe, first
         self.delays: list[tuple[float, bool]] = []  # (seconds to act, started a request)
         self._began, self._started = 0.0, 0
         self._acted: float | None = None
 
-    @property
-    def period_s(self) -> float | None:
-        return self.engine.period_s
-
-    def play(self, now: float) -> Any:
+    def play(self, now: float) -> Tick:
         self._started, self._acted = self.engine.requests_started, None
         self._began = time.perf_counter()
         if self.request_first:
@@ -55,15 +51,6 @@ class CommandTiming:
             self.engine.refill(now, observe)
         if self._acted is not None:
             self.delays.append((self._acted, self.engine.requests_started > self._started))
-
-    def commit(self) -> None:
-        self.engine.commit()
-
-    def wait_any(self, timeout_s: float) -> bool:
-        return self.engine.wait_any(timeout_s)
-
-    def outcome(self, *, reason: str, stopped_early: bool) -> RunOutcome:
-        return self.engine.outcome(reason=reason, stopped_early=stopped_early)
 
 
 def command_delays(

@@ -31,11 +31,12 @@ from bench._overhead_tables import (
     render_loop,
     render_memory,
 )
+from bench._tapped import Tapped
 from sequence_ai_core.frames import RawFrame
 from sequence_ai_core.gateway.wire import parse_prediction
 from sequence_ai_core.images import encode_image
 from sequence_ai_core.limits import MAX_STEPS
-from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine, Tick
 from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.playback.runner import drive
 from sequence_ai_core.playback.source import DriverGuard
@@ -154,21 +155,17 @@ def _intervals(stamps: list[float]) -> FloatArray:
     return np.diff(np.asarray(stamps))
 
 
-class TimedPlayer:
+class TimedPlayer(Tapped):
     """The engine, with the caller's-thread CPU and wall time of every tick recorded, and
     which ticks started a request (called ``observe``)."""
 
     def __init__(self, engine: PlaybackEngine) -> None:
-        self.engine = engine
+        super().__init__(engine)
         self.cpu: list[float] = []
         self.wall: list[float] = []
         self.starts: list[bool] = []
 
-    @property
-    def period_s(self) -> float | None:
-        return self.engine.period_s
-
-    def play(self, now: float) -> Any:
+    def play(self, now: float) -> Tick:
         cpu, wall = time.thread_time(), time.perf_counter()
         result = self.engine.play(now)
         self.wall.append(time.perf_counter() - wall)
@@ -184,15 +181,6 @@ class TimedPlayer:
         self.wall[-1] += time.perf_counter() - wall
         self.cpu[-1] += time.thread_time() - cpu
         self.starts[-1] = self.engine.requests_started > before
-
-    def commit(self) -> None:
-        self.engine.commit()
-
-    def wait_any(self, timeout_s: float) -> bool:
-        return self.engine.wait_any(timeout_s)
-
-    def outcome(self, *, reason: str, stopped_early: bool) -> Any:
-        return self.engine.outcome(reason=reason, stopped_early=stopped_early)
 
 
 def run_loop_overhead(
