@@ -172,7 +172,7 @@ class PlaybackEngine:
         at most once per ``play``. Raises as ``play`` does (an observation the source
         refuses: ``InvalidRequest``)."""
         playing, self._refill_after = self._refill_after, None
-        if playing is None or self.phase in ("human", "closed"):  # a steady tick, or done
+        if playing is None:  # a steady tick, refilled already, or taken over or closed since
             return
         try:
             self._maybe_request(now, observe, playing=playing)
@@ -322,6 +322,7 @@ class PlaybackEngine:
             return
         self.phase = "closed"
         self._quiet_until = -math.inf
+        self._refill_after = None
         self._requests.close(wait=wait)
         self._source.guard.release(self)
 

@@ -105,30 +105,6 @@ def test_refill_looks_once_per_play_and_never_while_a_person_has_the_arm() -> No
         assert observed == [0.0]
 
 
-def test_tick_is_play_then_refill() -> None:
-    ticks = []
-    for split in (False, True):
-        clock = Clock()
-        gateway = _gateway(clock)
-        kinds = []
-        with _engine(clock, gateway) as engine:
-            for i in range(60):
-                now = i / HZ
-                clock.now = now
-                gateway.advance(now)
-                if split:
-                    tick = engine.play(now)
-                    engine.refill(now, lambda: OBSERVATION)
-                else:
-                    tick = engine.tick(now, lambda: OBSERVATION)
-                if tick.action is not None:
-                    engine.commit()
-                kinds.append((tick.kind, tick.chunk_seq, tick.step_index))
-        ticks.append((kinds, gateway.requests))
-    assert ticks[0] == ticks[1]
-    assert sum(kind == "action" for kind, _, _ in ticks[0][0]) > 40
-
-
 @pytest.mark.parametrize("method", ["play", "refill"])
 def test_a_closed_engine(method: str) -> None:
     clock = Clock()
