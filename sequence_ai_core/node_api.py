@@ -14,6 +14,7 @@ from .playback.engine_config import FRESHNESS, InvalidSetting, connections_for
 from .playback.episode import Label, StopReason
 from .playback.handover import HANDOVERS
 from .playback.journal import UNRECORDED, Journal
+from .playback.pacing import Pacer
 from .recording.bag import load_rosbags
 from .recording.config import DEFAULT_IMAGE_HZ, RecordConfig
 from .recording.recorder import FlightRecorder
@@ -34,6 +35,7 @@ __all__ = [
     "InvalidSetting",
     "Journal",
     "Label",
+    "Pacer",
     "RecordConfig",
     "StopReason",
     "connections_for",

@@ -132,13 +132,18 @@ class EpisodeAction:
         goal = self._goal
         if goal is not None and goal.episode == outcome.episode and not goal.ended.done():
             goal.ended.set_result(outcome)
+            # From the control clock's thread the executor would see it at its next wake only.
+            executor = self._node.executor
+            if executor is not None:
+                executor.wake()
 
     def feedback(
         self, phase: str, snapshot_of: Callable[[], Mapping[str, Any]], actions: int
     ) -> None:
-        """From the control tick: feedback on a state change and at least once a period.
-        The engine's ``snapshot_of()`` costs a dict: taken only when feedback is due, or while
-        waiting for the first chunk (when warming is told apart from waiting)."""
+        """From the control tick (on the clock's thread): feedback on a state change and at
+        least once a period. The engine's ``snapshot_of()`` costs a dict: taken only when
+        feedback is due, or while waiting for the first chunk (when warming is told apart
+        from waiting)."""
         goal = self._goal
         if goal is None or goal.ended.done():
             return

@@ -1,9 +1,10 @@
-"""The lifecycle node: the same PlaybackEngine as ``Policy.run()``, driven by a ROS timer.
+"""The lifecycle node: the same PlaybackEngine as ``Policy.run()``, driven by a control clock.
 
 configure opens the connection and creates every interface; activate enables the publishers;
-an episode starts the timer at the engine's control period; deactivate, cleanup and shutdown
+an episode starts the clock at the engine's control period; deactivate, cleanup and shutdown
 stop the episode and hold. Each tick asks the engine for the step due now, checks it, and
-publishes it or holds.
+publishes it or holds. The ticks run on the clock's thread (control_clock.py), everything
+else on the executor's; the node's lock keeps them apart (``_exclusive``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from functools import wraps
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -30,6 +32,7 @@ from sequence_ai_ros.msg import RunOutcome as RunOutcomeMsg
 from . import diagnostics, parameters, rclpy_guards
 from .chunk_validator import ChunkValidator
 from .control import NO_RATE_POLL_S
+from .control_clock import ControlClock
 from .episode import EpisodeEnd, Episodes
 from .episode_action import EpisodeAction
 from .episode_recording import EpisodeRecordings
@@ -49,9 +52,30 @@ _AFTER = {"configure": "inactive", "activate": "active", "deactivate": "inactive
 _AFTER |= dict.fromkeys(("cleanup", "shutdown", "error recovery"), "unconfigured")
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _exclusive(
+    method: Callable[Concatenate[PolicyNode, _P], _R],
+) -> Callable[Concatenate[PolicyNode, _P], _R]:
+    """Under the node's lock: a tick (the clock's thread) and the executor's callbacks (the
+    e-stop, services, goals, transitions, diagnostics) never interleave. Re-entrant: an
+    e-stop stops the episode, a hand-back runs a tick."""
+
+    @wraps(method)
+    def locked(node: PolicyNode, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with node.lock:
+            return method(node, *args, **kwargs)
+
+    return locked
+
+
 class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy has types, Humble's not
     def __init__(self, node_name: str = "sequence_ai", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
+        self.lock = threading.RLock()
+        self._control_clock = ControlClock(self.on_tick, self.lock, self.fail_safe)
         self._refused_overrides = rclpy_guards.declare_parameters(self, parameters.PARAMETERS)
         for name, refused in self._refused_overrides.items():
             self.get_logger().error(
@@ -80,7 +104,6 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self._safety: SafetyChecks | None = None
         self._validator: ChunkValidator | None = None
         self._secret: str | None = None
-        self._timer: Any = None
         self._last_outcome: RunOutcome | None = None
         self._last_error: BaseException | None = None
 
@@ -110,6 +133,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             )
             return TransitionCallbackReturn.ERROR
 
+    @_exclusive
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         self._configure_problem = None
         result = self._guarded("configure", self._configure)
@@ -119,11 +143,12 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             self.health.publish_now()
         return result
 
+    @_exclusive
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         result = super().on_activate(state)  # enables the lifecycle publishers
         if result != TransitionCallbackReturn.SUCCESS:
             return result
-        result = self._guarded("activate", lambda: True)  # the timer starts with an episode
+        result = self._guarded("activate", lambda: True)  # the clock starts with an episode
         if result == TransitionCallbackReturn.SUCCESS and self.config and self.config.autostart:
             self._autostart()
         return result
@@ -137,18 +162,22 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         if problem:
             self.get_logger().warning(f"autostart: no episode started: {problem}")
 
+    @_exclusive
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
         # Hold first: lifecycle publishers drop messages once super().on_deactivate() ran.
         result = self._guarded("deactivate", lambda: self._deactivate("deactivated"))
         super_result = super().on_deactivate(state)
         return result if result != TransitionCallbackReturn.SUCCESS else super_result
 
+    @_exclusive
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
         return self._guarded("cleanup", self._teardown)
 
+    @_exclusive
     def on_shutdown(self, state: State) -> TransitionCallbackReturn:
         return self._guarded("shutdown", lambda: self._deactivate("shutdown") and self._teardown())
 
+    @_exclusive
     def on_error(self, state: State) -> TransitionCallbackReturn:
         return self._guarded(
             "error recovery", lambda: self._deactivate("error") and self._teardown()
@@ -216,13 +245,12 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         return True
 
     def _deactivate(self, why: str) -> bool:
-        """Stop the episode (reason ``stopped``; ``why`` is the detail), cancel the timer."""
+        """Stop the episode (reason ``stopped``; ``why`` is the detail) and the clock."""
         self.stop_episode("stopped", detail=why)
-        if self._timer is not None:
-            self.destroy_timer(self._timer)
-            self._timer = None
+        self._control_clock.stop()
         return True
 
+    @_exclusive
     def release(self, why: str) -> None:
         """Stop (with hold), then close the connection and destroy the interfaces."""
         self._deactivate(why)
@@ -244,6 +272,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
 
     # ------------------------------------------------------------------ episodes
 
+    @_exclusive
     def start_refusal(self) -> str | None:
         """Why no episode may start now (however asked), or None."""
         if self.config is None or self._policy is None or self.io is None:
@@ -253,6 +282,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             problem = "a run_episode goal is still being finished"
         return problem or (self._validator.absent() if self._validator else None)
 
+    @_exclusive
     def start_episode(self, *, instruction: str = "", max_actions: int = 0) -> str | None:
         """Begin an episode; None on success, else why not. A non-empty ``instruction``
         replaces the current one; ``max_actions`` 0 is the parameter's."""
@@ -282,10 +312,13 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self.engine = engine
         self._last_error = None
         control.begin_episode()
-        self._set_timer(engine.period_s or NO_RATE_POLL_S)  # the engine's period, from tick 1
+        self._control_clock.start(
+            engine.period_s or NO_RATE_POLL_S
+        )  # the engine's period, from tick 1
         self.get_logger().info(f"episode {self.episodes.number} started")
         return None
 
+    @_exclusive
     def stop_episode(
         self, reason: StopReason | None, *, detail: str = "", error: BaseException | None = None
     ) -> bool:
@@ -298,6 +331,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         there was none to record."""
         if ended is None:
             return False
+        self._control_clock.stop()  # no tick until the next episode
         end, outcome = ended
         self._last_outcome = self.recordings.stamped(outcome)  # the bag, on ~/outcome too
         self._publish_outcome(end.number, self._last_outcome, end.detail)
@@ -344,6 +378,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         )
         self.episode_action.ended(msg)
 
+    @_exclusive
     def on_estop(self, engaged: bool) -> None:
         """Latch and stop at once, from the subscription callback, not the next tick.
         Idempotent: one message may arrive on every e-stop subscription (interfaces.py)."""
@@ -354,6 +389,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
             self.get_logger().warning("e-stop engaged: latched until released")
         self.health.publish_now()
 
+    @_exclusive
     def set_takeover(self, engaged: bool, source: str) -> str:
         """A person takes the arm (from the callback: nothing goes out from now on) or hands
         it back (the hold, then a tick at once: the request goes out now, not a period
@@ -367,17 +403,20 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self.health.publish_now()
         return who
 
+    @_exclusive
     def end_episode(self, label: Label) -> bool:
         """Stop the running episode (one hold) with a person's label (~/end_episode)."""
         ended = self.episodes.end("stopped", detail=f"~/end_episode: {label}", label=label)
         return self._episode_ended(ended)
 
+    @_exclusive
     def on_teleop(self, msg: Any) -> None:
         """The operator's device's command (``teleop_topic``), journaled while taken over."""
         if self.engine is not None and self.episodes.taken_over:
             topic = self.config.teleop_topic if self.config else "teleop"
             self.engine.journal.operator(time.monotonic(), operator_values(msg), topic)
 
+    @_exclusive
     def fail_safe(self, exc: BaseException) -> None:
         """An exception escaped a callback: log it, hold, and keep serving (e-stop, services)."""
         self.get_logger().error(self._redact(f"callback raised: {traceback.format_exc()}"))
@@ -385,22 +424,13 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
 
     # ------------------------------------------------------------------ control loop
 
-    def _set_timer(self, period: float) -> None:
-        if self._timer is not None:
-            self.destroy_timer(self._timer)
-        self._timer = self.create_timer(period, self.on_tick)
-
     @property
     def episode_number(self) -> int:
         return self.episodes.number
 
-    @property
-    def timer_period(self) -> float:
-        """The timer's own period (seconds), 0 without a timer: rclpy holds it."""
-        return float(self._timer.timer_period_ns) * 1e-9 if self._timer is not None else 0.0
-
+    @_exclusive
     def on_tick(self) -> None:
-        """One call into the ROS-free control step; the node only keeps the timer and the
+        """One call into the ROS-free control step; the node only keeps the clock and the
         episode's lifecycle."""
         engine, io, safety, episode = self.engine, self.io, self._safety, self.episodes.current
         if engine is None or io is None or safety is None or episode is None or episode.ended:
@@ -408,8 +438,8 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         step = io.control.step(engine, episode, safety, time.monotonic())
         if step.trace:
             self.get_logger().error(self._redact(step.trace))
-        if abs(step.period_s - self.timer_period) > 1e-6:  # the timer keeps whole nanoseconds
-            self._set_timer(step.period_s)  # the first chunk told the rate, or it differs a little
+        if step.period_s != self._control_clock.period_s:  # the first chunk told the rate
+            self._control_clock.period_s = step.period_s
         if step.ends:  # the episode ended itself at this tick
             self._episode_ended(self.episodes.record())
         else:
@@ -420,6 +450,7 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
     def _redact(self, text: object) -> str:
         return diagnostics.redact(str(text), self._secret)
 
+    @_exclusive
     def _report(self) -> tuple[int, str, list[tuple[str, str]]]:
         health = diagnostics.Health(
             lifecycle=self._lifecycle,
@@ -458,7 +489,7 @@ def _give_results(executor: SingleThreadedExecutor, node: PolicyNode) -> None:
     while node.episode_action.running and time.monotonic() < deadline:
         executor.spin_once(timeout_sec=0.05)
     # The answer to the result request is a callback of its own, behind whatever else is ready
-    # (the health timer, a tick): one spin may run another, so spin on a little.
+    # (the health timer, a goal's task): one spin may run another, so spin on a little.
     settle = time.monotonic() + RESULT_SETTLE_S
     while time.monotonic() < settle:
         executor.spin_once(timeout_sec=0.05)
@@ -476,7 +507,7 @@ def main(args: list[str] | None = None) -> None:
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     # What is loaded by now lives as long as the process: out of the garbage collector's full
-    # passes, whose scan of it would otherwise pause the control timer (the process is ours;
+    # passes, whose scan of it would otherwise pause the control clock (the process is ours;
     # a node composed into another process leaves its collector alone).
     gc.collect()
     gc.freeze()

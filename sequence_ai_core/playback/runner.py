@@ -34,7 +34,6 @@ main thread holds and then exits (status 143), as SIGINT does via ``KeyboardInte
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import warnings
@@ -49,12 +48,10 @@ from .engine_config import DEFAULT_STALL_TIMEOUT_S, EngineConfig, RunConfig, che
 from .episode import Episode, check_max_actions
 from .journal import UNRECORDED, Journal
 from .outcome import RunOutcome
+from .pacing import WAITING_POLL_S, Pacer
 from .source import ChunkSource
 from .stops import hold_on_sigterm, interruptible, is_bool, refusal
 from .tick import Tick
-
-#: Poll interval while waiting for the first chunk (the rate is not known yet).
-WAITING_POLL_S = 0.005
 
 __all__ = ["Player", "RunnableSource", "drive", "run_policy"]
 
@@ -208,7 +205,7 @@ def drive(
     """
     if stop_event is not None:
         sleep = interruptible(stop_event)
-    pacer = _Pacer(clock, sleep)
+    pacer = Pacer(clock, sleep)
     episode = Episode(
         player, max_actions=max_actions, hold=hold, stall_timeout_s=stall_timeout_s,
         journal=journal,
@@ -265,7 +262,7 @@ def _follow(
 
 def _pace(
     player: Player,
-    pacer: _Pacer,
+    pacer: Pacer,
     tick: Tick,
     now: float,
     clock: Callable[[], float],
@@ -278,33 +275,6 @@ def _pace(
             sleep(WAITING_POLL_S)  # nothing in flight (inputs not ready, retry later)
     else:
         pacer.wait(now, period)
-
-
-class _Pacer:
-    """Absolute deadlines ``t0 + n * period`` from the first paced tick: time spent in
-    ``observe``/``act`` is absorbed, errors do not accumulate, and when more than a period
-    late the missed deadlines are dropped (the plan is indexed by time, not by ticks)."""
-
-    def __init__(self, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
-        self._clock = clock
-        self._sleep = sleep
-        self._t0: float | None = None
-        self._period = 0.0
-        self._n = 0
-
-    def wait(self, tick_at: float, period_s: float | None) -> None:
-        if period_s is None:
-            self._sleep(WAITING_POLL_S)
-            return
-        if self._t0 is None or period_s != self._period:
-            self._t0, self._period, self._n = tick_at, period_s, 0
-        self._n += 1
-        now = self._clock()
-        deadline = self._t0 + self._n * self._period
-        if deadline > now:
-            self._sleep(deadline - now)
-        elif now - deadline > self._period:
-            self._n = math.floor((now - self._t0) / self._period)
 
 
 def _catalogue_entry(policy: RunnableSource) -> Model | None:

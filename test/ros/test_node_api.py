@@ -35,6 +35,7 @@ NODE_API = {
     "Journal",
     "RecordConfig",
     "Label",
+    "Pacer",
     "StopReason",
     "UNRECORDED",
     "connections_for",

@@ -1123,3 +1123,35 @@ def test_the_node_implements_the_controller_protocol_its_action_calls() -> None:
     # the node hands itself as the controller
     init = classes(ROOT / PACKAGE / "policy_node.py")["PolicyNode"]["__init__"]
     assert "self.episode_action = EpisodeAction(self, self)" in ast.unparse(init)
+
+
+def _members(path: Path, names: set[str], *, methods: bool = True) -> set[str]:
+    """What the classes ``names`` of ``path`` set on ``self``, and the methods they define."""
+    found: set[str] = set()
+    for cls in ast.walk(parse(path)):
+        if not (isinstance(cls, ast.ClassDef) and cls.name in names):
+            continue
+        if methods:
+            found |= {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
+        for node in ast.walk(cls):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+            ):
+                found.add(node.attr)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("module", "name"), [("policy_node", "PolicyNode"), ("sim_arm_node", "SimArmNode")]
+)
+def test_our_nodes_set_nothing_rclpy_keeps_on_its_nodes(module: str, name: str) -> None:
+    """Our state on ``self`` must not overwrite rclpy's: a node's ``_clock`` is its ROS clock,
+    which declaring a parameter reads. (Our methods override rclpy's on purpose.)"""
+    ours = _members(ROOT / PACKAGE / f"{module}.py", {name}, methods=False)
+    lifecycle = RCLPY / "lifecycle" / "node.py"
+    rclpys = _members(RCLPY / "node.py", {"Node"}) | _members(lifecycle, {"LifecycleNodeMixin"})
+    assert ours and "_clock" in rclpys  # both sources read
+    assert sorted(ours & rclpys) == []

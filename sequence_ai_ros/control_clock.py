@@ -1,0 +1,77 @@
+"""The control tick on a thread of its own, paced to deadlines on the steady clock.
+
+An rclpy timer runs its callback only after the executor woke, rebuilt its wait set from
+every entity of the lifecycle node (services, the action server, the e-stop twins, event
+handlers) and scanned it, on every tick: that wake made the node's command stream less
+regular than a bare node's and cost most of its CPU beyond the bare node's at 50 Hz
+(docs/performance.md, "Measured on real rclpy"). Here a tick is a sleep to its deadline and
+one call; the executor serves everything else. A tick runs under the node's lock, which its
+callbacks take too, so an e-stop or a service call lands wholly before or after a tick.
+
+The grid is ``sequence_ai_core``'s ``Pacer``, as ``run()``'s: a late tick does not shift the
+ones after it, and ticks missed by more than a period are dropped. The steady clock, not ROS
+time: the engine indexes its plan by ``time.monotonic()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from sequence_ai_core.node_api import Pacer
+
+
+class ControlClock:
+    """``start(period)`` runs ``tick`` every period from one period on, on a new thread;
+    ``stop`` ends it. ``period_s`` may change from inside a tick: the next deadline is one new
+    period after that tick's start. An exception out of ``tick`` goes to ``on_error`` (which
+    stops the episode) and the clock keeps its pace."""
+
+    def __init__(
+        self,
+        tick: Callable[[], None],
+        lock: AbstractContextManager[object],
+        on_error: Callable[[Exception], None],
+    ) -> None:
+        self._tick = tick
+        self._lock = lock
+        self._on_error = on_error
+        self._stop: threading.Event | None = None
+        self.period_s = 0.0  # 0 while stopped
+
+    @property
+    def running(self) -> bool:
+        return self._stop is not None
+
+    def start(self, period_s: float) -> None:
+        """Start ticking (a running clock is stopped first: one thread ticks at a time)."""
+        self.stop()
+        self.period_s = period_s
+        self._stop = stop = threading.Event()
+        threading.Thread(target=self._run, args=(stop,), name="control tick", daemon=True).start()
+
+    def stop(self) -> None:
+        """No tick starts after this returns. Called under the lock (from a callback or a
+        tick), it does not wait for the thread, which may be waiting for that lock: the
+        thread sees its own stop once it has the lock, and ends."""
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+        self.period_s = 0.0
+
+    def _run(self, stop: threading.Event) -> None:
+        pacer = Pacer(time.monotonic, stop.wait)  # a stop cuts the sleep short
+        pacer.wait(time.monotonic(), self.period_s)
+        while not stop.is_set():
+            started = time.monotonic()
+            with self._lock:
+                if stop.is_set():
+                    return
+                try:
+                    self._tick()
+                except Exception as exc:
+                    self._on_error(exc)
+                period = self.period_s
+            pacer.wait(started, period or None)
