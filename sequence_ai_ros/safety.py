@@ -15,6 +15,8 @@ and with the rules that decide what an action is compared with (``check_action``
 from __future__ import annotations
 
 import importlib
+import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import cast
 
@@ -43,7 +45,11 @@ def load_validator(spec: str) -> Validator:
 
 
 class SafetyChecks:
-    """Built-in checks from parameters, plus an optional user validator."""
+    """Built-in checks from parameters, plus an optional user validator.
+
+    On plain floats: an action has at most ``limits.MAX_ACTION_DIM`` values, and each numpy
+    call on the control thread, right after its sleep, costs more than the whole loop over
+    them (docs/performance.md, "Measured on real rclpy")."""
 
     def __init__(
         self,
@@ -56,9 +62,9 @@ class SafetyChecks:
         validator_name: str = "",
     ) -> None:
         self.action_dim = action_dim
-        self._lower = np.asarray(lower, dtype=np.float64) if len(lower) else None
-        self._upper = np.asarray(upper, dtype=np.float64) if len(upper) else None
-        self._max_step = np.asarray(max_step, dtype=np.float64) if len(max_step) else None
+        self._lower = _per_dimension(lower, action_dim)
+        self._upper = _per_dimension(upper, action_dim)
+        self._max_step = _per_dimension(max_step, action_dim)  # one value is for every one
         self._validator = validator
         self._validator_name = validator_name
 
@@ -67,29 +73,31 @@ class SafetyChecks:
         values = np.asarray(action, dtype=np.float64)
         if values.shape != (self.action_dim,):
             return f"action has shape {values.shape}, expected ({self.action_dim},)"
-        if not np.all(np.isfinite(values)):
-            return f"non-finite values at index {np.flatnonzero(~np.isfinite(values)).tolist()}"
-        reason = self._bounds(values) or self._step(values, previous)
+        row: list[float] = values.tolist()
+        if not all(map(math.isfinite, row)):
+            bad = [i for i, value in enumerate(row) if not math.isfinite(value)]
+            return f"non-finite values at index {bad}"
+        reason = self._bounds(row) or self._step(row, previous)
         return reason or self._custom(values)
 
-    def _bounds(self, values: FloatArray) -> str | None:
-        if self._lower is not None and np.any(values < self._lower):
-            return f"below lower_limits at index {np.flatnonzero(values < self._lower).tolist()}"
-        if self._upper is not None and np.any(values > self._upper):
-            return f"above upper_limits at index {np.flatnonzero(values > self._upper).tolist()}"
+    def _bounds(self, row: list[float]) -> str | None:
+        lower, upper = self._lower, self._upper
+        if lower is not None and any(map(operator.lt, row, lower)):
+            return f"below lower_limits at index {_where(operator.lt, row, lower)}"
+        if upper is not None and any(map(operator.gt, row, upper)):
+            return f"above upper_limits at index {_where(operator.gt, row, upper)}"
         return None
 
-    def _step(self, values: FloatArray, previous: FloatArray | None) -> str | None:
-        if self._max_step is None or previous is None:
+    def _step(self, row: list[float], previous: FloatArray | None) -> str | None:
+        limit = self._max_step
+        if limit is None or previous is None:
             return None
         # `previous` may be shorter (measured arm joints without gripper): compare the overlap.
-        n = min(len(previous), len(values))
-        change = np.abs(values[:n] - np.asarray(previous[:n], dtype=np.float64))
-        limit = np.broadcast_to(self._max_step, values.shape)[:n]
-        too_big = np.flatnonzero(change > limit)
-        if too_big.size:
-            i = int(too_big[0])
-            return f"step change {change[i]:.4g} > max_step {limit[i]:.4g} at index {i}"
+        before: list[float] = np.asarray(previous, dtype=np.float64).tolist()
+        for i, (value, last, most) in enumerate(zip(row, before, limit, strict=False)):
+            change = abs(value - last)
+            if change > most:
+                return f"step change {change:.4g} > max_step {most:.4g} at index {i}"
         return None
 
     def _custom(self, values: FloatArray) -> str | None:
@@ -100,6 +108,26 @@ class SafetyChecks:
         except Exception as exc:  # a crashing validator must stop the arm, not the node
             return f"validator {self._validator_name} raised {type(exc).__name__}: {exc}"
         return None if accepted else f"validator {self._validator_name} rejected the action"
+
+
+def _per_dimension(values: Sequence[float], action_dim: int) -> list[float] | None:
+    """One bound per dimension (one value stands for all), or None for no bound."""
+    if not len(values):
+        return None
+    bounds = [float(v) for v in values]
+    if len(bounds) == 1:
+        return bounds * action_dim
+    if len(bounds) != action_dim:
+        raise ValueError(f"{len(bounds)} bounds for {action_dim} dimensions")
+    return bounds
+
+
+def _where(
+    compare: Callable[[float, float], bool], row: list[float], bounds: list[float]
+) -> list[int]:
+    return [
+        i for i, (value, bound) in enumerate(zip(row, bounds, strict=True)) if compare(value, bound)
+    ]
 
 
 def checks_from_config(config: NodeConfig, action_dim: int) -> SafetyChecks:

@@ -112,6 +112,22 @@ def test_safety_checks_each_rule() -> None:
     assert checks.check(np.array([0.1, 0.0, 1.0]), np.array([0.1, 0.0])) is None
 
 
+def test_safety_checks_name_every_index_and_the_exact_step() -> None:
+    checks = SafetyChecks(4, lower=[-1.0], upper=[1.0], max_step=[0.5, 0.5, 0.5, 0.1])
+    assert checks.check(np.array([np.inf, 0.0, np.nan, 0.0]), None) == (
+        "non-finite values at index [0, 2]"
+    )
+    assert checks.check(np.array([-2.0, 0.0, -1.5, 0.0]), None) == (
+        "below lower_limits at index [0, 2]"
+    )
+    assert checks.check(np.array([0.0, 0.0, 0.0, 0.3]), np.zeros(4)) == (
+        "step change 0.3 > max_step 0.1 at index 3"
+    )
+    assert checks.check(np.array([0.0, 0.0, 0.0, 0.1]), np.zeros(4)) is None  # at the bound
+    with pytest.raises(ValueError, match="2 bounds for 4 dimensions"):
+        SafetyChecks(4, max_step=[0.1, 0.2])
+
+
 def test_custom_validator_rejects_and_crashes_safely() -> None:
     name = f"{__name__}:reject_large_gripper"
     checks = SafetyChecks(2, validator=load_validator(name), validator_name=name)
