@@ -1,18 +1,18 @@
 """The policy node on real rclpy (Jazzy wheels, Fast DDS) against a bare rclpy node on the
 same inputs: CPU, action rate and period jitter, under a CPU quota, and e-stop to hold.
 
-Every node is its own process, as shipped; the gateway simulator (lingbot-vla-v2-6b at 0.3 s)
-and a probe node (e-stop publisher, subscriber to both nodes' actions and to the outcome) run
-here. The inputs come from a feeder process (``bench/_ros_peers.py``): ``joint_states`` at
-100 Hz and, with cameras, two 640x480 rgb8 images at 30 Hz. Fast DDS gets a shared-memory
-segment larger than a frame (``fastdds_shm.xml``): with its default one a frame goes over UDP
-in fragments, and on a loaded machine both nodes lost frames, which the policy node rightly
-refuses as stale (``max_observation_age_s``). The bare node subscribes to the same topics and
-publishes a 7-value ``Float64MultiArray`` from a timer. Both run at once over
-the same window, so that they share the machine's load. Measured:
+Every node is its own process, as shipped, and so is the gateway simulator (lingbot-vla-v2-6b
+at 0.3 s); a probe node (e-stop publisher, subscriber to both nodes' actions and to the
+outcome) runs here. The inputs come from a feeder process (``bench/_ros_peers.py``):
+``joint_states`` at 100 Hz and, with cameras, two 640x480 rgb8 images at 30 Hz. Fast DDS gets
+a shared-memory segment larger than a frame (``fastdds_shm.xml``): with its default one a
+frame goes over UDP in fragments, and on a loaded machine both nodes lost frames, which the
+policy node rightly refuses as stale (``max_observation_age_s``). The bare node subscribes to
+the same topics and publishes a 7-value ``Float64MultiArray`` from a timer. Both run at once
+over the same window, so that they share the machine's load. Measured:
 - each node's CPU share of one core (utime + stime from /proc, all threads), and per action;
-- the action rate and |period - nominal| (p99) as the probe receives them (DDS included), at
-  15, 30 and 50 Hz (``control_hz``), with and without the cameras, over three episodes per
+- the action rate and |period - nominal| (p50, p99) as the probe receives them (DDS included),
+  at 15, 30 and 50 Hz (``control_hz``), with and without the cameras, over three episodes per
   row pair, their periods pooled (one window's p99 is its few slowest periods, which on a
   shared 2-core machine swing either node's figure by a factor of two between runs);
 - the same with each node in a cgroup limited to a quarter of one core (``_cpu_quota.py``),
@@ -27,6 +27,7 @@ bench-ros``. The quota rows need write access to a cgroup hierarchy (root).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import random
@@ -41,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _cpu_quota, _ros_peers
-from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, table
+from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, simulator_process, table
 
 ROOT = Path(__file__).resolve().parents[1]
 ROS_PYTHON = ROOT / ".venv-jazzy" / "bin" / "python"
@@ -56,7 +57,8 @@ CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 ESTOP_HEADERS = ["e-stop publisher", "trials", "p50 ms", "p95 ms", "max ms", "p50 ratio"]
 RATE_HEADERS = [
     "node", "control_hz", "cameras", "CPU share", "CPU ratio", "CPU ms/action", "rate Hz",
-    "rate ratio", "jitter p99 ms", "jitter ratio", "period max ms", "duty", "underruns",
+    "rate ratio", "jitter p50 ms", "jitter p99 ms", "jitter ratio", "period max ms", "duty",
+    "underruns",
 ]  # fmt: skip
 
 
@@ -100,8 +102,6 @@ class _Rig:
         from sequence_ai_ros.msg import RunOutcome
         from std_msgs.msg import Float64MultiArray
 
-        from sequence_ai_sim import GatewaySimulator
-
         self.hz = hz
         tag = f"{os.getpid()}_{int(hz)}_{int(cameras)}_{int(100 * (quota or 0))}"
         self.namespace = f"/bench{tag}"
@@ -110,10 +110,14 @@ class _Rig:
             if quota
             else []
         )
-        self.sim = GatewaySimulator(api_key=BENCH_KEY, latency_s=LATENCY_S).start()
+        # In a process of its own: here its threads would hold the probe's interpreter
+        # while they parse the policy node's requests, and delay the probe's reading of the
+        # policy node's commands alone, by up to 2 ms at p99 with the cameras' images.
+        self._sim = contextlib.ExitStack()
+        url = self._sim.enter_context(simulator_process(latency_s=LATENCY_S))
         params = {
             "model": MODEL,
-            "base_url": f"'{self.sim.url}'",
+            "base_url": f"'{url}'",
             "joint_names": "[" + ", ".join(_ros_peers.JOINTS) + "]",
             "gripper_joint": _ros_peers.GRIPPER,
             "gripper_dims": "1",
@@ -237,7 +241,7 @@ class _Rig:
         self.executor.shutdown(timeout_sec=1)
         self.probe.destroy_node()
         rclpy.try_shutdown(context=self.context)
-        self.sim.stop()
+        self._sim.close()
         for quota in self.quotas:
             quota.remove()
 
@@ -266,6 +270,7 @@ def _estop_latency(rig: _Rig, latched: bool, trials: int) -> list[float]:
 def _stream(periods: list[float], hz: float, cpu_s: float, window_s: float) -> dict[str, float]:
     return {
         "rate": len(periods) / sum(periods),
+        "jitter_p50": quantile([abs(p - 1.0 / hz) for p in periods], 0.5),
         "jitter_p99": quantile([abs(p - 1.0 / hz) for p in periods], 0.99),
         "max": max(periods),
         "share": cpu_s / window_s,
@@ -328,7 +333,7 @@ def _rows(hz: float, cameras: bool, label: str, r: dict[str, dict[str, float]]) 
         rows.append(
             [f"{who}{label}", f"{hz:g}", "2" if cameras else "0", f"{s['share']:.3f}",
              ratio(s["share"], bare["share"]), ms(s["per_action"], 2), f"{s['rate']:.2f}",
-             ratio(s["rate"], bare["rate"]), ms(s["jitter_p99"]),
+             ratio(s["rate"], bare["rate"]), ms(s["jitter_p50"], 2), ms(s["jitter_p99"]),
              ratio(s["jitter_p99"], bare["jitter_p99"]), ms(s["max"]),
              f"{s['duty']:.3f}" if "duty" in s else "",
              f"{s['underruns']:g}" if "duty" in s else ""]
