@@ -19,6 +19,7 @@ from support import TEST_KEY
 from support.realros import Recording, ros_context, wait_for
 
 from sequence_ai_core.policy import Policy
+from sequence_ai_ros.safety import checks_from_config
 from sequence_ai_sim import GatewaySimulator
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
@@ -74,7 +75,8 @@ def test_max_step_compares_with_the_hold_and_bounds_the_first_velocity(inprocess
     run = inprocess(max_step=[0.5])
     node = run.node
     assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
-    control, safety, period = node.io.control, node._safety, 1 / 15
+    # the checks the node builds from its configuration, for pi05-droid's 8 dimensions
+    control, safety, period = node.io.control, checks_from_config(node.config, 8), 1 / 15
 
     def play(arm: float, gripper: float = 0.5) -> str | None:
         return control.play(np.array([arm] * 7 + [gripper]), "joint_velocity", safety, period)
