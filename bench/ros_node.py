@@ -282,11 +282,11 @@ def _window(rig: _Rig, seconds: float) -> dict[str, Any]:
     """Both nodes over the same window of a playing episode (after its first 10 actions):
     the periods as the probe received them, CPU seconds, and the episode's outcome."""
     start = rig.count()
+    throttled = [q.throttled() for q in rig.quotas]  # over the episode, as its underruns are
     assert rig.trigger("start_episode").success
     _wait(lambda: rig.count() >= start + 10, timeout_s=30)
     pids = {"node": rig.node.pid, "bare": rig.bare.pid}
     marks = {who: rig.count(who) for who in pids}
-    throttled = [q.throttled() for q in rig.quotas]
     cpu = {who: _cpu_s(pid) for who, pid in pids.items()}
     began = time.monotonic()
     time.sleep(seconds)
@@ -382,7 +382,7 @@ def measure(full: bool) -> str:
         rate_rows += _rows(30.0, True, label, result)
         quota_note = (
             f"Quota rows: each node in its own {kind} group of {QUOTA_CORES:g} of one core "
-            f"(period {_cpu_quota.PERIOD_US // 1000} ms); throttled periods in the window: "
+            f"(period {_cpu_quota.PERIOD_US // 1000} ms); throttled periods over the episodes: "
             f"bare {result['bare']['throttled']:g}, policy {result['node']['throttled']:g}."
         )
     except OSError as exc:
