@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
@@ -27,7 +28,8 @@ class ControlClock:
     """``start(period)`` runs ``tick`` every period from one period on, on a new thread;
     ``stop`` ends it. ``period_s`` may change from inside a tick: the next deadline is one new
     period after that tick's start. An exception out of ``tick`` goes to ``on_error`` (which
-    stops the episode) and the clock keeps its pace."""
+    stops the episode) and the clock keeps its pace, even if ``on_error`` raises too: a dead
+    clock would leave an episode running with nothing to hold it."""
 
     def __init__(
         self,
@@ -61,6 +63,12 @@ class ControlClock:
             self._stop = None
         self.period_s = 0.0
 
+    def _report(self, exc: Exception) -> None:
+        try:
+            self._on_error(exc)
+        except Exception:  # the node's log itself failed: stderr, and the next tick still runs
+            traceback.print_exc()
+
     def _run(self, stop: threading.Event) -> None:
         pacer = Pacer(time.monotonic, stop.wait)  # a stop cuts the sleep short
         pacer.wait(time.monotonic(), self.period_s)
@@ -72,6 +80,6 @@ class ControlClock:
                 try:
                     self._tick()
                 except Exception as exc:
-                    self._on_error(exc)
+                    self._report(exc)
                 period = self.period_s
             pacer.wait(started, period or None)

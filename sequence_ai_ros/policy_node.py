@@ -312,9 +312,8 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         self.engine = engine
         self._last_error = None
         control.begin_episode()
-        self._control_clock.start(
-            engine.period_s or NO_RATE_POLL_S
-        )  # the engine's period, from tick 1
+        # the engine's period (the catalogue's rate) from tick 1; the first chunk may change it
+        self._control_clock.start(engine.period_s or NO_RATE_POLL_S)
         self.get_logger().info(f"episode {self.episodes.number} started")
         return None
 
