@@ -81,8 +81,8 @@ def test_it_ticks_under_the_lock_until_stopped(ticks: Ticks) -> None:
 def test_a_stop_under_the_lock_is_final_for_a_thread_waiting_for_it(ticks: Ticks) -> None:
     """A callback holds the lock (an e-stop) while the tick is due: stop() returns without
     waiting for the thread, and the tick that was waiting never runs."""
-    ticks.clock.start(PERIOD_S)
-    with ticks.lock:
+    with ticks.lock:  # taken before the start, so no tick can come first on a slow machine
+        ticks.clock.start(PERIOD_S)
         time.sleep(5 * PERIOD_S)  # the thread is now waiting for the lock
         ticks.clock.stop()  # a join here would never return: the thread waits for our lock
         assert _clock_threads() == 1  # still alive, and stopped
