@@ -197,6 +197,15 @@ class EngineConfig:
         hz = self.control_hz or self.expected_control_hz
         return 1.0 / hz if hz else None
 
+    @property
+    def played_covers_s(self) -> float | None:
+        """Seconds a chunk is expected to cover as played: the catalogue's length, shorter or
+        longer when ``control_hz`` plays its steps faster or slower than the model's rate."""
+        covers, native = self.expected_covers_s, self.expected_control_hz
+        if covers is None or not self.control_hz or not native:
+            return covers
+        return covers * native / self.control_hz
+
     def at_rate(self: _Config, hz: float | None) -> _Config:
         """This config at a source's rate (``ChunkSource.control_hz``), which wins over the
         config's, as ``run()`` documents; checked by the same rule (any source may set it)."""

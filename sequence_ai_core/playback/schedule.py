@@ -3,8 +3,9 @@
 The next request starts when the plan, including what the requests in flight will cover,
 ends sooner than one lead from now (``timing`` derives the lead and the lag). Before the
 first chunk nothing is measured: one request is outstanding, or two staggered by the
-catalogue's chunk length (``timing.startup_refill_due``). While the gateway queues, at most
-one is outstanding (``load``). Without prefetch a request starts only when nothing is left.
+catalogue's chunk length as played (``timing.startup_refill_due``). While the gateway queues,
+at most one is outstanding (``load``). Without prefetch a request starts only when nothing is
+left.
 """
 
 from __future__ import annotations
@@ -100,5 +101,5 @@ class RefillSchedule:
     def _startup_stagger_due(self, now: float, in_flight: int) -> bool:
         if not self._config.prefetch:
             return False
-        limit, covers = self._load.limit, self._config.expected_covers_s
+        limit, covers = self._load.limit, self._config.played_covers_s
         return startup_refill_due(now - self._requests.last_start_at, in_flight, limit, covers)

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 from support import TEST_KEY
-from support.engine_clock import NoHttp
+from support.engine_clock import Clock, ClockGateway, NoHttp, Robot
 
 from sequence_ai_core.playback.engine import PlaybackEngine
 from sequence_ai_core.playback.engine_config import (
@@ -113,6 +113,42 @@ def test_the_engine_owns_the_period_from_the_catalogue_until_the_chunks_say_thei
 )
 def test_the_period_a_run_starts_at(config: EngineConfig, period: float | None) -> None:
     assert config.period_s == (pytest.approx(period) if period else None)
+
+
+@pytest.mark.parametrize(
+    ("config", "covers"),
+    [
+        (EngineConfig(), None),
+        (EngineConfig(expected_covers_s=0.5), 0.5),  # no rate to compare with
+        (EngineConfig(expected_covers_s=0.5, expected_control_hz=30.0), 0.5),
+        (EngineConfig(expected_covers_s=0.5, expected_control_hz=30.0, control_hz=50.0), 0.3),
+        (EngineConfig(expected_covers_s=0.5, expected_control_hz=30.0, control_hz=15.0), 1.0),
+    ],
+)
+def test_a_chunk_covers_its_steps_at_the_rate_they_play(
+    config: EngineConfig, covers: float | None
+) -> None:
+    assert config.played_covers_s == (pytest.approx(covers) if covers else None)
+
+
+def test_chunks_played_faster_than_their_rate_join_up_from_the_first_action() -> None:
+    """30 Hz chunks of 15 steps played at 50 Hz cover 0.3 s, less than the 0.32 s round trip:
+    the startup refills are staggered by that, not by the catalogue's 0.5 s, which left the
+    first chunk's successor one tick late (an underrun at every episode's start)."""
+    gateway = ClockGateway(Clock(), service=lambda n: 0.32)
+    config = EngineConfig(expected_covers_s=0.5, expected_control_hz=30.0, control_hz=50.0)
+    robot = Robot(
+        PlaybackEngine(NoHttp(), config, clock=gateway.clock, executor=gateway),
+        30.0, 15, "joint_velocity", gateway.clock,
+    )  # fmt: skip
+    with robot.engine:
+        for k in range(150):  # 3 s at 50 Hz
+            gateway.advance(k / 50)
+            robot.tick(k / 50)
+        outcome = robot.outcome()
+    assert robot.ticks[0] == pytest.approx(0.32)
+    assert outcome.underruns == 0 and outcome.duty_cycle == 1.0
+    assert len(robot.ticks) == 150 - 16  # every tick from the first action on played one
 
 
 def test_the_catalogue_fills_what_a_config_leaves_open(sim: GatewaySimulator) -> None:
