@@ -83,6 +83,15 @@ class InputStore:
         #: Why the last observe() returned None; None when it succeeded.
         self.problem: str | None = None
 
+    def warm_up(self) -> None:
+        """Encode one blank frame as a request does: Pillow loads its codecs with its first
+        image, which would otherwise cost an episode's first request under a CPU quota
+        (docs/performance.md, "Measured on real rclpy")."""
+        if self._config.cameras:
+            size, quality = self._config.image_size, self._config.jpeg_quality
+            blank = image_to_rgb(2, 2, "rgb8", 6, bytes(12))
+            encode_image(blank, view="warm-up", size=size, quality=quality)  # as RawFrame does
+
     def _received(self, payload: object, stamp_s: float | None) -> _Received:
         wall = self._wall()
         if stamp_s is None or stamp_s <= 0 or abs(stamp_s - wall) > _PLAUSIBLE_STAMP_S:

@@ -34,6 +34,7 @@ class NodeIO:
             self.config, self.output, MESSAGE_TYPES, publishers, self.interfaces.now_ns
         )
         self._control = Control(self.config, self.inputs, sink, self.interfaces)
+        self.inputs.warm_up()
 
     def destroy(self) -> None:
         self.interfaces.destroy()

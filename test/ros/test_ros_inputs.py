@@ -4,6 +4,9 @@ the observation built from them."""
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 
 from PIL import Image as PILImage
 from support.node_params import raw_params
@@ -57,3 +60,29 @@ def test_arm_stale_ends_motion_on_an_old_or_unusable_reading_not_before_the_firs
     assert store.arm_stale(0.5) == "joint_states is 0.51 s old (max_observation_age_s=0.5)"
     store.on_joint_state(["a", "b"], [0.1, float("nan")], [])
     assert store.arm_stale(0.5) == "joint_states has non-finite positions"
+
+
+WARM_UP = """
+import sys
+from support.node_params import raw_params
+from sequence_ai_ros import parameters
+from sequence_ai_ros.inputs import InputStore
+cameras = dict(camera_views=["front"], camera_topics=["/front"]) if sys.argv[1] == "1" else {}
+store = InputStore(parameters.parse(raw_params(joint_names=["a"], **cameras)))
+assert "PIL.JpegImagePlugin" not in sys.modules
+store.warm_up()
+print("PIL.JpegImagePlugin" in sys.modules)
+"""
+
+
+def test_warm_up_loads_the_jpeg_codec_only_for_a_node_with_cameras() -> None:
+    """Configure pays Pillow's first-image cost, not an episode's first request; a node
+    without cameras does not pay it at all."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for cameras, loaded in (("1", "True"), ("0", "False")):
+        ran = subprocess.run(
+            [sys.executable, "-c", WARM_UP, cameras],
+            cwd=here, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.strip() == loaded
