@@ -6,12 +6,19 @@ request (images included) and check the answer (``plan.prepare``), so a tick onl
 A source that wants the plan's prefix (``source.takes_planned``) gets the one computed at
 the request's tick with it; any other is called with the observation and options alone.
 A caller's check of whole chunks (``chunk_gate``) runs on the worker too, after the checks.
+
+A request with images waits ``ENCODE_AFTER_S`` on its worker before it builds its body:
+drivers start a request right after the tick's command went out, and on a small machine
+encoding the images at once competed with that command's delivery to the arm's driver
+(docs/performance.md, "Measured on real rclpy"). The wait counts in the refill latency the
+engine plans with.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import time
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
@@ -21,6 +28,9 @@ from .chunk_gate import ChunkCheck, ChunkGate
 from .engine_config import EngineConfig
 from .ready import ReadyChunk, prepare
 from .source import ChunkSource, PlannedPrefix, takes_planned
+
+#: Seconds between a request with images being handed to its worker and its body being built.
+ENCODE_AFTER_S = 0.002
 
 
 @dataclass
@@ -134,6 +144,8 @@ class InFlight:
         chunk's copy and checks, the caller's check last, so that the control thread only
         plays it."""
         source = self._source
+        if observation.images:  # the command just sent is still on its way (module docs)
+            time.sleep(ENCODE_AFTER_S)
         if planned is not None and takes_planned(source):
             prediction = source.fetch(observation, self._options, planned=planned)
         else:

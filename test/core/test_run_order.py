@@ -13,10 +13,12 @@ from support.engine_clock import Clock, NoHttp
 from support.seam_rig import HZ, STEPS, Scripted, ramp
 
 from sequence_ai_core.errors import InvalidRequest
+from sequence_ai_core.images import encode_image
+from sequence_ai_core.playback import inflight
 from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.playback.outcome import RunOutcome
 from sequence_ai_core.playback.runner import drive
-from sequence_ai_core.types import Observation, Proprioception
+from sequence_ai_core.types import Observation, Prediction, Proprioception
 
 OBSERVATION = Observation(proprioception=Proprioception(joint_positions=[0.0, 0.0], gripper=0.5))
 
@@ -116,3 +118,35 @@ def test_a_closed_engine(method: str) -> None:
             engine.play(0.1)
     else:
         engine.refill(0.0, lambda: pytest.fail("a closed engine observed"))  # type: ignore[arg-type,return-value]
+
+
+@pytest.mark.parametrize("images", [1, 0])
+def test_a_request_with_images_waits_on_its_worker_before_its_body_is_built(
+    monkeypatch: pytest.MonkeyPatch, images: int
+) -> None:
+    """The tick's command is still on its way to the arm when its request starts: the worker
+    lets it go before it encodes images (inflight.ENCODE_AFTER_S); a request without images
+    has nothing heavy to build and does not wait."""
+    events: list[tuple[str, float]] = []
+
+    class WorkerTime:
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            events.append(("sleep", seconds))
+
+    class Recorded(NoHttp):
+        def fetch(self, observation: Observation, options: object) -> Prediction:
+            events.append(("fetch", len(observation.images)))
+            return super().fetch(observation, {})
+
+    monkeypatch.setattr(inflight, "time", WorkerTime)
+    frame = encode_image(np.zeros((2, 2, 3), np.uint8), view="front")
+    observation = replace(OBSERVATION, images=[frame] * images)
+    clock = Clock()
+    gateway = _gateway(clock)
+    settings = EngineConfig(gripper_dims=1, expected_control_hz=HZ)
+    with PlaybackEngine(Recorded(), settings, clock=clock, executor=gateway) as engine:
+        engine.tick(0.0, lambda: observation)
+        assert events == []  # handed to the worker, not yet run
+        gateway.advance(1.0)
+    assert events == [("sleep", inflight.ENCODE_AFTER_S)] * images + [("fetch", images)]
