@@ -268,10 +268,11 @@ def _estop_latency(rig: _Rig, latched: bool, trials: int) -> list[float]:
 
 
 def _stream(periods: list[float], hz: float, cpu_s: float, window_s: float) -> dict[str, float]:
+    jitter = [abs(p - 1.0 / hz) for p in periods]
     return {
         "rate": len(periods) / sum(periods),
-        "jitter_p50": quantile([abs(p - 1.0 / hz) for p in periods], 0.5),
-        "jitter_p99": quantile([abs(p - 1.0 / hz) for p in periods], 0.99),
+        "jitter_p50": quantile(jitter, 0.5),
+        "jitter_p99": quantile(jitter, 0.99),
         "max": max(periods),
         "share": cpu_s / window_s,
         "per_action": cpu_s / len(periods),
