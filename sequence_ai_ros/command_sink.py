@@ -9,6 +9,7 @@ publishes, through the output type's own message builders (``outputs/``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,6 +21,11 @@ from . import conversions as conv
 from . import trajectories as traj
 from .outputs import Envelope, OutputType
 from .parameters import NodeConfig
+
+#: A tick may build its command up to this long before it is due (the control clock wakes that
+#: early), so that it leaves at its deadline however long the build took. The send spins to
+#: the due time: a sleep this short wakes late (docs/performance.md, "Measured on real rclpy").
+BUILD_AHEAD_S = 0.0008
 
 
 @dataclass(frozen=True)
@@ -100,15 +106,19 @@ class CommandSink:
         past its end."""
         return None if self._in_force is None else self._in_force.step(chunk_seq, index)
 
-    def send(self, command: conv.Command, period_s: float, action_space: str) -> str | None:
-        """Publish one command (arm, and gripper on its topic); why not, or None."""
+    def send(
+        self, command: conv.Command, period_s: float, action_space: str, at: float | None = None
+    ) -> str | None:
+        """Publish one command (arm, and gripper on its topic), not before ``at`` (monotonic
+        seconds; at most ``BUILD_AHEAD_S`` on); why not, or None."""
         output, config = self._output, self._config
         if output.needs_positions and command.positions is None:
             return (
                 f"output_type {output.name} needs joint positions: none measured on "
                 f"joint_states, or action space {action_space or 'unknown'} has no joint targets"
             )
-        stamp = conv.stamp(self._types, self._now_ns())
+        ahead_s = _ahead_s(at)
+        stamp = conv.stamp(self._types, self._now_ns() + int(ahead_s * 1e9))  # when it is due
         gripper = self._publishers.gripper
         arm = output.arm_message(
             Envelope(self._types, config.joint_names, period_s, stamp),
@@ -116,10 +126,17 @@ class CommandSink:
             with_gripper=gripper is None,
             velocities=config.trajectory_velocities,
         )
-        self._publishers.action.publish(arm)
+        grip = None
         if gripper is not None and len(command.gripper):
             to_gripper = Envelope(self._types, self.gripper_names, period_s, stamp)
-            gripper.publish(output.gripper_message(to_gripper, command.gripper))
+            grip = output.gripper_message(to_gripper, command.gripper)
+        if ahead_s:  # built early: out at its due time
+            until = time.monotonic() + _ahead_s(at)
+            while time.monotonic() < until:
+                pass
+        self._publishers.action.publish(arm)
+        if gripper is not None and grip is not None:
+            gripper.publish(grip)
         return None
 
     def send_hold(self, command: conv.Command, period_s: float, action_space: str) -> str | None:
@@ -184,3 +201,8 @@ class CommandSink:
             stamp=stamp,
         )
         self._publishers.chunk.publish(msg)
+
+
+def _ahead_s(at: float | None) -> float:
+    """How long until ``at`` (monotonic), at most ``BUILD_AHEAD_S``; 0 when it has passed."""
+    return 0.0 if at is None else max(0.0, min(at - time.monotonic(), BUILD_AHEAD_S))

@@ -113,7 +113,8 @@ class Control:
     def step(
         self, engine: PlaybackEngine, episode: Episode, checks: safety.SafetyChecks, now: float
     ) -> Step:
-        """Play the step due at ``now`` (monotonic seconds), or hold; what the episode does."""
+        """Play the step due at ``now`` (monotonic seconds; the command is not published
+        before it, if the tick began early), or hold; what the episode does."""
         stale = safety.stale_input(self.inputs, self.config)
         if stale is not None:
             episode.stop("stale_input", detail=stale)
@@ -129,7 +130,7 @@ class Control:
         if tick.action is None:  # the underrun hold, the stall bound
             ends = episode.idle(tick.kind, now)
         else:
-            ends = self._send(tick, tick.action, engine, episode, checks, period)
+            ends = self._send(tick, tick.action, engine, episode, checks, period, now)
         if tick.new_chunk:  # after the command: the chunk's topic is for watching
             self._publish_chunk(tick)
         if ends:
@@ -148,6 +149,7 @@ class Control:
         episode: Episode,
         checks: safety.SafetyChecks,
         period: float,
+        now: float,
     ) -> bool:
         """Publish the tick's action, or refuse it; True when the episode ends with it."""
         # With trajectory_mode=chunk the controller plays this tick's step from the trajectory
@@ -163,6 +165,7 @@ class Control:
             tick=tick,
             in_force=in_force is not None,
             remaining=episode.remaining,
+            at=now,
         )
         return episode.settle(tick, refused, sent=in_force)
 
@@ -176,13 +179,15 @@ class Control:
         tick: Tick | None = None,
         in_force: bool = False,
         remaining: int | None = None,
+        at: float | None = None,
     ) -> str | None:
         """Check and publish one action; the reason it was refused, or None. With
         ``trajectory_mode=chunk`` the rest of the ``tick``'s chunk from its step on goes out
         once, as one trajectory (``Tick.rest``: the steps as the engine will send them),
         each step checked like a single action first, and no more of them than the
         ``remaining`` actions of the episode (this one included); again from a later step
-        only when the trajectory sent does not carry it (``in_force`` False)."""
+        only when the trajectory sent does not carry it (``in_force`` False). A single
+        command goes out no earlier than ``at`` (``CommandSink.send``)."""
         max_age = self.config.max_observation_age_s
         measured = self.inputs.measured_arm(max_age)
         reason = safety.check_action(
@@ -205,7 +210,7 @@ class Control:
             period_s=period_s,
         )
         if not self.sink.streams_chunks or tick is None:
-            problem = self.sink.send(command, period_s, self.action_space)
+            problem = self.sink.send(command, period_s, self.action_space, at)
         elif in_force:  # the controller already plays this step of the chunk's trajectory
             problem = None
         else:

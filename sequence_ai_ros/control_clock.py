@@ -10,7 +10,9 @@ callbacks take too, so an e-stop or a service call lands wholly before or after 
 
 The grid is ``sequence_ai_core``'s ``Pacer``, as ``run()``'s: a late tick does not shift the
 ones after it, and ticks missed by more than a period are dropped. The steady clock, not ROS
-time: the engine indexes its plan by ``time.monotonic()``.
+time: the engine indexes its plan by ``time.monotonic()``. A tick may start ``lead_s`` before
+its deadline, which it is given: the node builds its command by then and publishes it at the
+deadline, so the command leaves on the grid however long building it took.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from sequence_ai_core.node_api import Pacer
 
 
 class ControlClock:
-    """``start(period)`` runs ``tick`` every period from one period on, on a new thread;
+    """``start(period)`` runs ``tick(due)`` every period from one period on, on a new thread,
+    ``lead_s`` before ``due`` (its deadline, or the time it started when it is late or polls);
     ``stop`` ends it. ``period_s`` may change from inside a tick: the next deadline is one new
     period after that tick's start. An exception out of ``tick`` goes to ``on_error`` (which
     stops the episode) and the clock keeps its pace, even if ``on_error`` raises too: a dead
@@ -33,11 +36,13 @@ class ControlClock:
 
     def __init__(
         self,
-        tick: Callable[[], None],
+        tick: Callable[[float], None],
         lock: AbstractContextManager[object],
         on_error: Callable[[Exception], None],
+        lead_s: float = 0.0,
     ) -> None:
         self._tick = tick
+        self._lead_s = lead_s
         self._lock = lock
         self._on_error = on_error
         self._stop: threading.Event | None = None
@@ -70,15 +75,16 @@ class ControlClock:
             traceback.print_exc()
 
     def _run(self, stop: threading.Event) -> None:
-        pacer = Pacer(time.monotonic, stop.wait)  # a stop cuts the sleep short
+        pacer = Pacer(time.monotonic, stop.wait, self._lead_s)  # a stop cuts the sleep short
         pacer.wait(time.monotonic(), self.period_s)
         while not stop.is_set():
             started = time.monotonic()
+            due = max(started, pacer.deadline or started)
             with self._lock:
                 if stop.is_set():
                     return
                 try:
-                    self._tick()
+                    self._tick(due)
                 except Exception as exc:
                     self._report(exc)
                 period = self.period_s

@@ -31,6 +31,7 @@ from sequence_ai_ros.msg import RunOutcome as RunOutcomeMsg
 
 from . import diagnostics, parameters, rclpy_guards
 from .chunk_validator import ChunkValidator
+from .command_sink import BUILD_AHEAD_S
 from .control import NO_RATE_POLL_S
 from .control_clock import ControlClock
 from .episode import EpisodeEnd, Episodes
@@ -75,7 +76,9 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
     def __init__(self, node_name: str = "sequence_ai", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.lock = threading.RLock()
-        self._control_clock = ControlClock(self.on_tick, self.lock, self.fail_safe)
+        self._control_clock = ControlClock(
+            self.on_tick, self.lock, self.fail_safe, lead_s=BUILD_AHEAD_S
+        )
         self._refused_overrides = rclpy_guards.declare_parameters(self, parameters.PARAMETERS)
         for name, refused in self._refused_overrides.items():
             self.get_logger().error(
@@ -428,13 +431,13 @@ class PolicyNode(Node):  # type: ignore[misc, unused-ignore]  # Jazzy's rclpy ha
         return self.episodes.number
 
     @_exclusive
-    def on_tick(self) -> None:
-        """One call into the ROS-free control step; the node only keeps the clock and the
-        episode's lifecycle."""
+    def on_tick(self, due: float = 0.0) -> None:
+        """One call into the ROS-free control step, for the step ``due`` (the clock's
+        deadline; now, if passed); the node only keeps the clock and the episode's lifecycle."""
         engine, io, safety, episode = self.engine, self.io, self._safety, self.episodes.current
         if engine is None or io is None or safety is None or episode is None or episode.ended:
             return
-        step = io.control.step(engine, episode, safety, time.monotonic())
+        step = io.control.step(engine, episode, safety, max(due, time.monotonic()))
         if step.trace:
             self.get_logger().error(self._redact(step.trace))
         if step.period_s != self._control_clock.period_s:  # the first chunk told the rate

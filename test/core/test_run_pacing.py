@@ -10,6 +10,7 @@ import pytest
 
 from sequence_ai_core.playback.engine import Tick
 from sequence_ai_core.playback.outcome import RunOutcome
+from sequence_ai_core.playback.pacing import Pacer
 from sequence_ai_core.playback.runner import drive
 from sequence_ai_core.playback.stats import ActionRecord, PlaybackStats
 from sequence_ai_core.types import FloatArray, Observation
@@ -133,3 +134,19 @@ def test_without_a_period_waiting_ticks_poll_then_pace_from_the_first_action() -
     assert [round((t - first) / PERIOD, 9) for t in player.ticks[4:]] == [
         float(n) for n in range(10)
     ]
+
+
+def test_a_pacer_with_a_lead_wakes_that_long_before_each_deadline_and_names_it() -> None:
+    fake = FakeTime()
+    pacer = Pacer(fake.clock, fake.sleep, lead_s=0.01)
+    pacer.wait(fake.now, PERIOD)
+    assert (pacer.deadline, fake.now) == (pytest.approx(100.1), pytest.approx(100.09))
+    pacer.wait(fake.now, PERIOD)  # the grid stays the deadlines', not the early wakes'
+    assert (pacer.deadline, fake.now) == (pytest.approx(100.2), pytest.approx(100.19))
+    fake.now += 0.35  # a tick ran long: missed deadlines are dropped, the next is due at once
+    pacer.wait(fake.now, PERIOD)
+    assert pacer.deadline == fake.now == pytest.approx(100.54)
+    pacer.wait(fake.now, PERIOD)
+    assert (pacer.deadline, fake.now) == (pytest.approx(100.6), pytest.approx(100.59))
+    pacer.wait(fake.now, None)  # a poll has no deadline
+    assert pacer.deadline is None

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from support.control_rig import ABSOLUTE, JOINTS, Rig
 
+from sequence_ai_ros.command_sink import BUILD_AHEAD_S
 from sequence_ai_sim import GatewaySimulator
 
 
@@ -188,3 +189,39 @@ def test_a_tick_publishes_its_command_before_it_observes_for_a_request(rig: Any)
     assert len(while_playing) >= 2  # refills started at ticks that sent a command
     for commands, tick in while_playing:
         assert commands == sum(commands_at_tick[: tick + 1])  # this tick's command went first
+
+
+def test_a_tick_begun_before_its_due_time_plays_that_step_and_publishes_at_it(rig: Any) -> None:
+    """The control clock starts a tick up to ``BUILD_AHEAD_S`` early and gives it its due
+    time: the engine plays the step due then, and the command leaves no earlier."""
+    run = rig(max_actions=40)
+    played: list[float] = []
+    play = run.engine.play
+
+    def observed(now: float) -> Any:
+        played.append(now)
+        return play(now)
+
+    run.engine.play = observed  # type: ignore[method-assign]
+    published: list[float] = []
+    publish = run.action.publish
+
+    def clocked(msg: Any) -> None:
+        published.append(time.monotonic())
+        publish(msg)
+
+    run.action.publish = clocked  # type: ignore[method-assign]
+    dues: list[float] = []
+    for _ in range(400):
+        run.feed()
+        due = time.monotonic() + BUILD_AHEAD_S
+        sent = len(published)
+        step = run.control.step(run.engine, run.episode, run.checks, due)
+        if len(published) > sent:
+            dues.append(due)
+            assert published[-1] >= due
+        if step.ends:
+            break
+        time.sleep(step.period_s)
+    assert step.reason == "completed" and len(dues) == 40
+    assert set(dues) <= set(played)

@@ -4,6 +4,7 @@ and the pace goes on, and one thread ticks at a time."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -43,15 +44,19 @@ class Counted:
 
 
 class Ticks:
-    def __init__(self) -> None:
+    def __init__(self, lead_s: float = 0.0) -> None:
         self.lock = Counted()
         self.count = 0
         self.errors: list[Exception] = []
         self.during: list[bool] = []  # whether each tick held the lock
+        self.dues: list[float] = []
+        self.entered: list[float] = []  # monotonic, at each tick's start
         self.then: Callable[[int], None] = lambda count: None
-        self.clock = ControlClock(self.tick, self.lock, self.errors.append)
+        self.clock = ControlClock(self.tick, self.lock, self.errors.append, lead_s)
 
-    def tick(self) -> None:
+    def tick(self, due: float) -> None:
+        self.entered.append(time.monotonic())
+        self.dues.append(due)
         self.during.append(self.lock.depth > 0)
         self.count += 1
         self.then(self.count)
@@ -143,3 +148,20 @@ def test_a_restart_leaves_one_thread_ticking(ticks: Ticks) -> None:
     _wait_for(lambda: _clock_threads() == 1)
     _wait_for(lambda: ticks.count >= 3)
     assert ticks.clock.running and ticks.clock.period_s == PERIOD_S
+
+
+def test_with_a_lead_a_tick_starts_early_and_is_told_its_deadline() -> None:
+    """The node builds a command before its deadline and publishes it then: a tick starts at
+    most ``lead_s`` before the deadline it is given, and never after it is due."""
+    lead = 10 * PERIOD_S / 4
+    early = Ticks(lead_s=lead)
+    early.clock.start(10 * PERIOD_S)
+    try:
+        _wait_for(lambda: early.count >= 8)
+    finally:
+        early.clock.stop()
+    _wait_for(lambda: _clock_threads() == 0)
+    ahead = [due - entered for due, entered in zip(early.dues, early.entered, strict=True)]
+    assert any(a > 0 for a in ahead)  # without the lead no tick starts before it is due
+    assert max(ahead) <= lead + 1e-3
+    assert all(b > a for a, b in itertools.pairwise(early.dues))

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from support import humble_messages as messages
 
 from sequence_ai_ros import conversions as conv
 from sequence_ai_ros import outputs, parameters
-from sequence_ai_ros.command_sink import CommandSink, Publishers
+from sequence_ai_ros.command_sink import BUILD_AHEAD_S, CommandSink, Publishers
 from sequence_ai_sim.commands import controller_takes, reader_for
 from sequence_ai_sim.controllers import CONTROLLER_MODELS
 
@@ -303,3 +304,47 @@ def test_the_layout_lists_every_module_of_the_node_package() -> None:
     assert modules - listed <= {"health_publisher.py"} and "outputs" in listed
     assert "health_publisher.py" in block  # named on the diagnostics row
     assert marked | {"health_publisher"} == ROS_MODULES
+
+
+class Clocked(Topic):
+    """A far end that notes when (monotonic) each message was published."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: list[float] = []
+
+    def publish(self, msg: Any) -> None:
+        self.at.append(time.monotonic())
+        super().publish(msg)
+
+
+def _clocked_sink(types: conv.MessageTypes) -> tuple[CommandSink, Clocked, Clocked]:
+    cfg = config("joint_state", gripper_dims=1, gripper_topic="gripper")
+    action, gripper = Clocked(), Clocked()
+    made = CommandSink(
+        cfg, outputs.get("joint_state"), types, Publishers(action, gripper, Topic()),
+        lambda: 1_800_000_000 * 10**9,
+    )  # fmt: skip
+    return made, action, gripper
+
+
+def test_a_command_built_before_its_due_time_goes_out_at_it_stamped_with_it(
+    types: conv.MessageTypes,
+) -> None:
+    made, action, gripper = _clocked_sink(types)
+    command = conv.command_from_action(
+        np.full(8, 0.1), action_space="joint_absolute", gripper_dims=1, measured=None,
+        period_s=0.1,
+    )  # fmt: skip
+    due = time.monotonic() + BUILD_AHEAD_S
+    assert made.send(command, 0.1, "joint_absolute", at=due) is None
+    assert action.at[0] >= due and gripper.at[0] >= due
+    ahead_ns = [m.header.stamp.nanosec for m in (*action.messages, *gripper.messages)]
+    assert all(0 < ns <= BUILD_AHEAD_S * 1e9 for ns in ahead_ns)  # the node's now + the wait
+    assert action.messages[0].header.stamp == gripper.messages[0].header.stamp
+
+    asked = time.monotonic()  # a due time far off waits BUILD_AHEAD_S at most
+    assert made.send(command, 0.1, "joint_absolute", at=asked + 30.0) is None
+    assert len(action.at) == 2 and action.at[1] - asked < 5.0
+    made.send_hold(command, 0.1, "joint_absolute")  # a hold never waits, stamped now
+    assert action.messages[-1].header.stamp.nanosec == 0
