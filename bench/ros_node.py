@@ -11,10 +11,13 @@ policy node rightly refuses as stale (``max_observation_age_s``). The bare node 
 the same topics and publishes a 7-value ``Float64MultiArray`` from a timer. Both run at once
 over the same window, so that they share the machine's load. Measured:
 - each node's CPU share of one core (utime + stime from /proc, all threads), and per action;
-- the action rate and |period - nominal| (p50, p99) as the probe receives them (DDS included),
-  at 15, 30 and 50 Hz (``control_hz``), with and without the cameras, over three episodes per
-  row pair, their periods pooled (one window's p99 is its few slowest periods, which on a
-  shared 2-core machine swing either node's figure by a factor of two between runs);
+- the action rate and |period - nominal| (p50, p99) as DDS delivered the commands (each
+  message's reception stamp, taken by Fast DDS before the probe's executor runs: that executor
+  serves both nodes' streams and would add its own delays to either), and the p99 of the
+  instants each node published them (the writer's source stamp), at 15, 30 and 50 Hz
+  (``control_hz``), with and without the cameras, over three episodes per row pair, their
+  periods pooled (one window's p99 is its few slowest periods, which on a shared 2-core
+  machine swing either node's figure by a factor of two between runs);
 - the same with each node in a cgroup limited to a quarter of one core (``_cpu_quota.py``),
   and the episode's duty and underruns from ``~/outcome``;
 - e-stop publish -> the hold (zero velocities) received back on ``action``, for a latched
@@ -57,7 +60,8 @@ CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 ESTOP_HEADERS = ["e-stop publisher", "trials", "p50 ms", "p95 ms", "max ms", "p50 ratio"]
 RATE_HEADERS = [
     "node", "control_hz", "cameras", "CPU share", "CPU ratio", "CPU ms/action", "rate Hz",
-    "rate ratio", "jitter p50 ms", "jitter p99 ms", "jitter ratio", "period max ms", "duty",
+    "rate ratio", "jitter p50 ms", "jitter p99 ms", "jitter ratio", "published p99 ms",
+    "period max ms", "duty",
     "underruns",
 ]  # fmt: skip
 
@@ -141,10 +145,11 @@ class _Rig:
         )
         self.lock = threading.Lock()
         self.actions: dict[str, list[tuple[float, bool]]] = {"node": [], "bare": []}  # (t, held)
+        #: Each action's DDS stamps, ns on the system clock: (published, received).
+        self.stamps: dict[str, list[tuple[int, int]]] = {"node": [], "bare": []}
         for who, topic in (("node", "action"), ("bare", "bare_action")):
-            self.probe.create_subscription(
-                Float64MultiArray, topic, lambda msg, who=who: self._on_action(who, msg), 100
-            )
+            take = lambda msg, info, who=who: self._on_action(who, msg, info)  # noqa: E731
+            self.probe.create_subscription(Float64MultiArray, topic, take, 100)
         latched = QoSProfile(
             depth=1,
             reliability=ReliabilityPolicy.RELIABLE,
@@ -174,8 +179,9 @@ class _Rig:
         while not self._stop.is_set():
             self.executor.spin_once(timeout_sec=0.01)
 
-    def _on_action(self, who: str, msg: Any) -> None:
+    def _on_action(self, who: str, msg: Any, info: Any) -> None:
         with self.lock:
+            self.stamps[who].append((info["source_timestamp"], info["received_timestamp"]))
             self.actions[who].append(
                 (time.monotonic(), not any(msg.data[: len(_ros_peers.JOINTS)]))
             )  # arm at rest
@@ -267,12 +273,15 @@ def _estop_latency(rig: _Rig, latched: bool, trials: int) -> list[float]:
     return latencies
 
 
-def _stream(periods: list[float], hz: float, cpu_s: float, window_s: float) -> dict[str, float]:
+def _stream(
+    periods: list[float], published: list[float], hz: float, cpu_s: float, window_s: float
+) -> dict[str, float]:
     jitter = [abs(p - 1.0 / hz) for p in periods]
     return {
         "rate": len(periods) / sum(periods),
         "jitter_p50": quantile(jitter, 0.5),
         "jitter_p99": quantile(jitter, 0.99),
+        "published_p99": quantile([abs(p - 1.0 / hz) for p in published], 0.99),
         "max": max(periods),
         "share": cpu_s / window_s,
         "per_action": cpu_s / len(periods),
@@ -281,7 +290,7 @@ def _stream(periods: list[float], hz: float, cpu_s: float, window_s: float) -> d
 
 def _window(rig: _Rig, seconds: float) -> dict[str, Any]:
     """Both nodes over the same window of a playing episode (after its first 10 actions):
-    the periods as the probe received them, CPU seconds, and the episode's outcome."""
+    the periods as delivered and as published, CPU seconds, and the episode's outcome."""
     start = rig.count()
     throttled = [q.throttled() for q in rig.quotas]  # over the episode, as its underruns are
     assert rig.trigger("start_episode").success
@@ -298,14 +307,16 @@ def _window(rig: _Rig, seconds: float) -> dict[str, Any]:
     episode = rig.outcome.episode if rig.outcome is not None else 0
     assert rig.trigger("stop").success
     _wait(lambda: rig.outcome is not None and rig.outcome.episode > episode)
-    periods = {}
+    periods, published = {}, {}
     for who in pids:
         with rig.lock:
-            times = [t for t, _ in rig.actions[who][marks[who] : ends[who]]]
-        periods[who] = [b - a for a, b in itertools.pairwise(times)]
+            stamps = rig.stamps[who][marks[who] : ends[who]]
+        pairs = list(itertools.pairwise(stamps))
+        periods[who] = [(b[1] - a[1]) * 1e-9 for a, b in pairs]
+        published[who] = [(b[0] - a[0]) * 1e-9 for a, b in pairs]
     return {
-        "periods": periods, "cpu": cpu, "window": window, "throttled": throttled,
-        "duty": rig.outcome.duty_cycle, "underruns": rig.outcome.underruns,
+        "periods": periods, "published": published, "cpu": cpu, "window": window,
+        "throttled": throttled, "duty": rig.outcome.duty_cycle, "underruns": rig.outcome.underruns,
     }  # fmt: skip
 
 
@@ -316,8 +327,9 @@ def _pooled(windows: list[dict[str, Any]], hz: float) -> dict[str, dict[str, flo
     result = {}
     for who in ("node", "bare"):
         periods = [p for w in windows for p in w["periods"][who]]
+        published = [p for w in windows for p in w["published"][who]]
         cpu = sum(w["cpu"][who] for w in windows)
-        result[who] = _stream(periods, hz, cpu, seconds)
+        result[who] = _stream(periods, published, hz, cpu, seconds)
     result["node"] |= {
         "duty": min(w["duty"] for w in windows),
         "underruns": sum(w["underruns"] for w in windows),
@@ -335,7 +347,7 @@ def _rows(hz: float, cameras: bool, label: str, r: dict[str, dict[str, float]]) 
             [f"{who}{label}", f"{hz:g}", "2" if cameras else "0", f"{s['share']:.3f}",
              ratio(s["share"], bare["share"]), ms(s["per_action"], 2), f"{s['rate']:.2f}",
              ratio(s["rate"], bare["rate"]), ms(s["jitter_p50"], 2), ms(s["jitter_p99"]),
-             ratio(s["jitter_p99"], bare["jitter_p99"]), ms(s["max"]),
+             ratio(s["jitter_p99"], bare["jitter_p99"]), ms(s["published_p99"]), ms(s["max"]),
              f"{s['duty']:.3f}" if "duty" in s else "",
              f"{s['underruns']:g}" if "duty" in s else ""]
         )  # fmt: skip
