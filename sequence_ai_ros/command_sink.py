@@ -118,7 +118,8 @@ class CommandSink:
                 f"joint_states, or action space {action_space or 'unknown'} has no joint targets"
             )
         ahead_s = _ahead_s(at)
-        stamp = conv.stamp(self._types, self._now_ns() + int(ahead_s * 1e9))  # when it is due
+        due = time.monotonic() + ahead_s  # built early: out at its due time, stamped with it
+        stamp = conv.stamp(self._types, self._now_ns() + int(ahead_s * 1e9))
         gripper = self._publishers.gripper
         arm = output.arm_message(
             Envelope(self._types, config.joint_names, period_s, stamp),
@@ -130,10 +131,8 @@ class CommandSink:
         if gripper is not None and len(command.gripper):
             to_gripper = Envelope(self._types, self.gripper_names, period_s, stamp)
             grip = output.gripper_message(to_gripper, command.gripper)
-        if ahead_s:  # built early: out at its due time
-            until = time.monotonic() + _ahead_s(at)
-            while time.monotonic() < until:
-                pass
+        while time.monotonic() < due:
+            pass
         self._publishers.action.publish(arm)
         if gripper is not None and grip is not None:
             gripper.publish(grip)

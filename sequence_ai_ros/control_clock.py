@@ -28,7 +28,7 @@ from sequence_ai_core.node_api import Pacer
 
 class ControlClock:
     """``start(period)`` runs ``tick(due)`` every period from one period on, on a new thread,
-    ``lead_s`` before ``due`` (its deadline, or the time it started when it is late or polls);
+    ``lead_s`` before ``due`` (its deadline, past when it is late; its start when it polls);
     ``stop`` ends it. ``period_s`` may change from inside a tick: the next deadline is one new
     period after that tick's start. An exception out of ``tick`` goes to ``on_error`` (which
     stops the episode) and the clock keeps its pace, even if ``on_error`` raises too: a dead
@@ -79,7 +79,7 @@ class ControlClock:
         pacer.wait(time.monotonic(), self.period_s)
         while not stop.is_set():
             started = time.monotonic()
-            due = max(started, pacer.deadline or started)
+            due = pacer.deadline or started
             with self._lock:
                 if stop.is_set():
                     return

@@ -336,15 +336,16 @@ def test_a_command_built_before_its_due_time_goes_out_at_it_stamped_with_it(
         np.full(8, 0.1), action_space="joint_absolute", gripper_dims=1, measured=None,
         period_s=0.1,
     )  # fmt: skip
-    due = time.monotonic() + BUILD_AHEAD_S
-    assert made.send(command, 0.1, "joint_absolute", at=due) is None
-    assert action.at[0] >= due and gripper.at[0] >= due
-    ahead_ns = [m.header.stamp.nanosec for m in (*action.messages, *gripper.messages)]
-    assert all(0 < ns <= BUILD_AHEAD_S * 1e9 for ns in ahead_ns)  # the node's now + the wait
-    assert action.messages[0].header.stamp == gripper.messages[0].header.stamp
-
-    asked = time.monotonic()  # a due time far off waits BUILD_AHEAD_S at most
+    asked = time.monotonic()  # a due time far off: built BUILD_AHEAD_S early at most
     assert made.send(command, 0.1, "joint_absolute", at=asked + 30.0) is None
-    assert len(action.at) == 2 and action.at[1] - asked < 5.0
-    made.send_hold(command, 0.1, "joint_absolute")  # a hold never waits, stamped now
-    assert action.messages[-1].header.stamp.nanosec == 0
+    assert BUILD_AHEAD_S <= action.at[0] - asked < 5.0 and gripper.at[0] >= action.at[0]
+    stamps = [m.header.stamp for m in (action.messages[0], gripper.messages[0])]
+    assert stamps[0] == stamps[1] and stamps[0].nanosec == int(BUILD_AHEAD_S * 1e9)  # due then
+
+    due = time.monotonic() + BUILD_AHEAD_S / 2
+    assert made.send(command, 0.1, "joint_absolute", at=due) is None
+    assert action.at[1] >= due and gripper.at[1] >= due
+
+    made.send(command, 0.1, "joint_absolute", at=time.monotonic() - 1.0)  # due: out now
+    made.send_hold(command, 0.1, "joint_absolute")  # a hold never waits
+    assert [m.header.stamp.nanosec for m in action.messages[2:]] == [0, 0]  # the node's now
