@@ -144,9 +144,9 @@ class _Rig:
             "bench_probe", namespace=self.namespace, context=self.context
         )
         self.lock = threading.Lock()
-        self.actions: dict[str, list[tuple[float, bool]]] = {"node": [], "bare": []}  # (t, held)
-        #: Each action's DDS stamps, ns on the system clock: (published, received).
-        self.stamps: dict[str, list[tuple[int, int]]] = {"node": [], "bare": []}
+        #: Each action: (arrival here, monotonic; held; DDS's published and received stamps,
+        #: ns on the system clock).
+        self.actions: dict[str, list[tuple[float, bool, int, int]]] = {"node": [], "bare": []}
         for who, topic in (("node", "action"), ("bare", "bare_action")):
             take = lambda msg, info, who=who: self._on_action(who, msg, info)  # noqa: E731
             self.probe.create_subscription(Float64MultiArray, topic, take, 100)
@@ -181,10 +181,9 @@ class _Rig:
 
     def _on_action(self, who: str, msg: Any, info: Any) -> None:
         with self.lock:
-            self.stamps[who].append((info["source_timestamp"], info["received_timestamp"]))
-            self.actions[who].append(
-                (time.monotonic(), not any(msg.data[: len(_ros_peers.JOINTS)]))
-            )  # arm at rest
+            held = not any(msg.data[: len(_ros_peers.JOINTS)])  # arm at rest
+            stamps = info["source_timestamp"], info["received_timestamp"]
+            self.actions[who].append((time.monotonic(), held, *stamps))
 
     def count(self, who: str = "node") -> int:
         with self.lock:
@@ -264,9 +263,9 @@ def _estop_latency(rig: _Rig, latched: bool, trials: int) -> list[float]:
         before = rig.count()
         sent = time.monotonic()
         publisher.publish(Bool(data=True))
-        _wait(lambda before=before: any(zero for _, zero in rig.actions["node"][before:]))
+        _wait(lambda before=before: any(held for _, held, *_ in rig.actions["node"][before:]))
         with rig.lock:
-            arrival = next(t for t, zero in rig.actions["node"][before:] if zero)
+            arrival = next(t for t, held, *_ in rig.actions["node"][before:] if held)
         latencies.append(arrival - sent)
         publisher.publish(Bool(data=False))
         time.sleep(0.3)  # release delivered before the next start
@@ -276,12 +275,15 @@ def _estop_latency(rig: _Rig, latched: bool, trials: int) -> list[float]:
 def _stream(
     periods: list[float], published: list[float], hz: float, cpu_s: float, window_s: float
 ) -> dict[str, float]:
-    jitter = [abs(p - 1.0 / hz) for p in periods]
+    def off(of: list[float]) -> list[float]:
+        return [abs(p - 1.0 / hz) for p in of]
+
+    jitter = off(periods)
     return {
         "rate": len(periods) / sum(periods),
         "jitter_p50": quantile(jitter, 0.5),
         "jitter_p99": quantile(jitter, 0.99),
-        "published_p99": quantile([abs(p - 1.0 / hz) for p in published], 0.99),
+        "published_p99": quantile(off(published), 0.99),
         "max": max(periods),
         "share": cpu_s / window_s,
         "per_action": cpu_s / len(periods),
@@ -310,10 +312,9 @@ def _window(rig: _Rig, seconds: float) -> dict[str, Any]:
     periods, published = {}, {}
     for who in pids:
         with rig.lock:
-            stamps = rig.stamps[who][marks[who] : ends[who]]
-        pairs = list(itertools.pairwise(stamps))
-        periods[who] = [(b[1] - a[1]) * 1e-9 for a, b in pairs]
-        published[who] = [(b[0] - a[0]) * 1e-9 for a, b in pairs]
+            pairs = list(itertools.pairwise(rig.actions[who][marks[who] : ends[who]]))
+        published[who] = [(b[2] - a[2]) * 1e-9 for a, b in pairs]
+        periods[who] = [(b[3] - a[3]) * 1e-9 for a, b in pairs]
     return {
         "periods": periods, "published": published, "cpu": cpu, "window": window,
         "throttled": throttled, "duty": rig.outcome.duty_cycle, "underruns": rig.outcome.underruns,
