@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import TEST_KEY
+from support.faultkit import held_reprs
 from support.hostile import HostileGateway, answer, chunk_body
 
 from sequence_ai_core import __version__
@@ -260,7 +261,7 @@ def test_key_never_appears_in_reprs_errors_or_logs(
         logging.getLogger(name).setLevel(logging.DEBUG)
     texts: list[str] = []
     with connect("pi05-droid", api_key=TEST_KEY, base_url=sim.url) as handle:
-        texts += [repr(handle), str(handle), repr(handle._backend)]
+        texts += [*held_reprs(handle), str(handle)]
         handle.predict(observation())
         handle.describe()
         for fault in (Fault.status(401), Fault.reset(), Fault.nan(), Fault.status(503)):

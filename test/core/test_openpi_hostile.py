@@ -16,6 +16,7 @@ from typing import Any
 
 import msgpack
 import pytest
+from support.faultkit import held_reprs
 from support.openpi_droid import DROID, droid_observation
 
 import sequence_ai_core as sai
@@ -233,7 +234,7 @@ def test_the_key_goes_in_an_api_key_header_and_nowhere_else() -> None:
         with sai.connect(peer.url, profile=DROID, api_key=KEY) as policy:
             with pytest.raises(sai.InvalidResponse) as caught:
                 policy.predict(droid_observation())
-            texts = [repr(policy), repr(policy._backend), str(caught.value), repr(caught.value)]
+            texts = [*held_reprs(policy), str(caught.value), repr(caught.value)]
         with (
             sai.connect(peer.url, profile=DROID) as anonymous,
             pytest.raises(sai.InvalidResponse),

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from support import TEST_KEY
-from support.faultkit import Episode, assert_key_absent, key_free_texts
+from support.faultkit import Episode, assert_key_absent, held_reprs, key_free_texts
 
 from sequence_ai_core import credentials
 from sequence_ai_core.errors import SequencesError
@@ -53,7 +53,7 @@ def test_key_absent_from_every_log_and_output_of_a_busy_session(
         texts += [repr(m) for m in models(base_url=sim.url)]
         with connect(MODEL, base_url=sim.url) as policy:
             prediction = policy.predict(OBSERVATION, seed=1)
-            texts += [repr(policy), repr(policy._backend), repr(prediction), repr(sim)]
+            texts += [*held_reprs(policy), repr(prediction), repr(sim)]
             for fault in (Fault.status(401), Fault.reset(), Fault.not_json(), Fault.html(502)):
                 sim.inject(fault)
                 with pytest.raises(SequencesError) as raised:

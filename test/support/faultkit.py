@@ -169,6 +169,18 @@ def key_free_texts(outcome: RunOutcome) -> list[str]:
     return texts
 
 
+def held_reprs(obj: object, depth: int = 2) -> list[str]:
+    """The repr of ``obj`` and of every object of this project it holds, ``depth`` levels
+    down (the backend and its transport under a policy): a key kept anywhere in them and
+    printed by any of their reprs shows up here."""
+    texts = [repr(obj)]
+    if depth > 0:
+        for value in getattr(obj, "__dict__", {}).values():
+            if type(value).__module__.startswith(("sequence_ai_core", "sequence_ai_ros")):
+                texts += held_reprs(value, depth - 1)
+    return texts
+
+
 def assert_key_absent(texts: list[str]) -> None:
     for text in texts:
         assert TEST_KEY not in text
