@@ -337,7 +337,7 @@ class PlaybackEngine:
     def _play(self, now: float) -> Tick:
         step = self._plan.take(now)
         if step == EARLY:
-            return _idle(now, EARLY)
+            return self._early(now)
         if step is None:
             if self.phase in ("waiting", "resuming"):
                 return _idle(now, self.phase)
@@ -367,7 +367,7 @@ class PlaybackEngine:
         checked when it arrived, and its rows are read-only)."""
         taken = self._plan.take_steady(now)
         if taken is None:
-            return _idle(now, EARLY)
+            return self._early(now)
         planned, index, raw, action, late, blended = taken
         staleness = now - planned.observed_at
         if late:
@@ -384,6 +384,13 @@ class PlaybackEngine:
         return Tick(
             action, "action", planned.seq, index, CONTINUES, staleness, now, planned, self._plan
         )
+
+    def _early(self, now: float) -> Tick:
+        """A tick in the slot of a step already sent: counted and journaled, one event a
+        tick (rare: a clock running fast, the tick after a late one)."""
+        self._stats.early_ticks += 1
+        self.journal.event(now, "early", {})
+        return _idle(now, EARLY)
 
     def _action_tick(self, now: float, step: PlannedStep) -> Tick:
         """The tick of a step ``ChunkPlan.take`` chose: checked, counted and journaled."""

@@ -53,6 +53,8 @@ class RunOutcome:
     stalls: int = 0
     #: Steps passed over because a tick came late (the plan is indexed by time).
     skipped_late: int = 0
+    #: Ticks in the slot of a step an earlier tick sent: they sent and held nothing.
+    early_ticks: int = 0
     #: Requests answered with a chunk that never played a step (too late or superseded).
     wasted_requests: int = 0
     #: Times the engine cut its requests in flight to one because the gateway queued.

@@ -129,6 +129,7 @@ class PlaybackStats:
         self.max_seam_jump = 0.0
         self.skipped_stale = 0
         self.skipped_late = 0
+        self.early_ticks = 0
         self.staleness = SampleWindow(window)
         #: Refill latency: from the tick that observed to the tick that saw the answer.
         self.latency = SampleWindow(window)
@@ -322,6 +323,7 @@ class PlaybackStats:
             "duty_cycle": self.duty_cycle(),
             "skipped_stale": self.skipped_stale,
             "skipped_late": self.skipped_late,
+            "early_ticks": self.early_ticks,
             "latency_p50_s": self.latency.quantile(0.5),
             "latency_p95_s": self.latency.quantile(0.95),
             "staleness_p50_s": self.staleness.quantile(0.5),
@@ -362,6 +364,7 @@ class PlaybackStats:
             error=error,
             stalls=self.stalls,
             skipped_late=self.skipped_late,
+            early_ticks=self.early_ticks,
             max_seam_step=self.max_seam_step,
             seam_step_p95=self.seam_steps.quantile(0.95),
             blended_seams=self.blended_seams,

@@ -49,6 +49,8 @@ class Measures:
     staleness_p95_s: float
     skipped_stale: int
     skipped_late: int
+    #: ``early`` events: ticks that found their step already sent.
+    early_ticks: int
     #: First to last message of the bag.
     elapsed_s: float
     #: Takeover spans, their seconds (one still open runs to the bag's end), and the longest
@@ -100,6 +102,7 @@ def measure(episode: RecordedEpisode, played: Attribution | None = None) -> Meas
         staleness_p95_s=_quantile(counts.staleness, 0.95),
         skipped_stale=_event_steps(episode, "skipped_stale"),
         skipped_late=_event_steps(episode, "skipped_late"),
+        early_ticks=sum(event.name == "early" for event in episode.events),
         elapsed_s=episode.end_t,
         takeovers=len(spans),
         takeover_s=sum(span.seconds(episode.end_t) for span in spans),

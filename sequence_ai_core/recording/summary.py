@@ -63,6 +63,7 @@ def _rows(unit: str, dims: str) -> list[Row]:
         ("plan age p95", "staleness_p95_s", "staleness_p95_s", _show_s),
         ("stale steps skipped", "skipped_stale", "skipped_stale", _count),
         ("late steps skipped", "skipped_late", "skipped_late", _count),
+        ("early ticks (step already sent)", "early_ticks", "early_ticks", _count),
         # not compared: the outcome's runs from the first tick to the stop
         ("elapsed (bag: first to last message)", "elapsed_s", None, _show_s),
     ]

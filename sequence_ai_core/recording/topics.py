@@ -105,6 +105,10 @@ EVENTS = {
     "backoff": "requests in flight cut to one: the gateway queued (values: limit)",
     "skipped_stale": "steps passed over: their time went by in flight (values: steps)",
     "skipped_late": "steps passed over: a tick came late (values: steps)",
+    "early": (
+        "a tick in the slot of a step an earlier tick sent: it sent and held nothing, one "
+        "event a tick, as RunOutcome.early_ticks counts them (values: none)"
+    ),
     "discarded": (
         "a chunk arrived too late to play any step (values: request; latency_s, observation "
         "to arrival, which the outcome's refill latency counts as well)"

@@ -2,8 +2,9 @@
 
 A tick that runs late plays the step due at its time; the next tick, back on the driver's
 grid, can land less than a period later, in the slot of the step just sent. It sends nothing
-and holds nothing (``Tick.kind == "early"``). Under CPU load this turned a 15-step chunk into
-16 actions (the step sent again), so the count of actions exceeded the steps the model sent.
+and holds nothing (``Tick.kind == "early"``), and is counted (``early_ticks``). Under CPU load
+this turned a 15-step chunk into 16 actions (the step sent again), so the count of actions
+exceeded the steps the model sent.
 
 Every run is on a fake clock (``seam_rig.Scripted``): the counts are exact.
 """
@@ -53,7 +54,7 @@ def test_each_step_goes_out_once_when_the_chunk_lands_on_a_late_tick(
     sent, kinds, outcome = _ticks(space, ARRIVES_AT_TICK, late)
     assert sent == list(range(STEPS)) and outcome.actions == STEPS
     # order-played (delta) spaces play the next step on each tick: none is early there
-    assert kinds.count("early") == (0 if space == "joint_delta" else 1)
+    assert kinds.count("early") == (0 if space == "joint_delta" else 1) == outcome.early_ticks
     last = len(kinds) - 1 - kinds[::-1].index("action")
     assert "underrun" not in kinds[:last]  # the plan ran out only after its last step
 
@@ -69,7 +70,41 @@ def test_a_tick_late_past_the_tolerance_mid_chunk_skips_a_step_and_repeats_none(
     skipping = space != "joint_delta"
     assert sent == [i for i in range(STEPS) if not (skipping and i == 3)]
     assert outcome.actions == len(sent) and outcome.skipped_late == int(skipping)
-    assert kinds.count("early") == int(skipping)
+    assert kinds.count("early") == int(skipping) == outcome.early_ticks
+
+
+@pytest.mark.parametrize("space", SPACES)
+def test_ticks_on_time_are_never_early(space: str) -> None:
+    sent, kinds, outcome = _ticks(space, -1, 0.0)
+    assert sent == list(range(STEPS)) and outcome.actions == STEPS
+    assert "early" not in kinds and outcome.early_ticks == 0
+
+
+@pytest.mark.parametrize("space", SPACES)
+def test_ticks_at_twice_the_plan_s_rate_are_counted_early_and_send_nothing_more(
+    space: str,
+) -> None:
+    """A loop ticking every half period (a clock running fast): each step's slot gets two
+    ticks, and the second is early, in the outcome and in the live numbers. Order-played
+    (delta) spaces play the next step on every tick: none is early there."""
+    engine, gateway = _engine(space)
+    sent: list[int] = []
+    kinds: list[str] = []
+    with engine:
+        for k in range(6 * STEPS):
+            now = k * PERIOD / 2
+            gateway.advance(now)
+            tick = engine.tick(now, lambda: _observe(gateway.clock))
+            kinds.append(tick.kind)
+            if tick.action is not None:
+                engine.commit()
+                sent.append(int(tick.action[0]))
+        live = engine.snapshot()["early_ticks"]
+        outcome = engine.outcome(reason="completed", stopped_early=False)
+    assert sent == list(range(STEPS)) and outcome.actions == STEPS
+    early = 0 if space == "joint_delta" else STEPS  # the last step's second tick too
+    assert kinds.count("early") == early == outcome.early_ticks == live
+    assert outcome.skipped_late == 0
 
 
 def _ticks(space: str, late_tick: int, late: float) -> tuple[list[int], list[str], RunOutcome]:

@@ -18,16 +18,21 @@ import pytest
 
 pytest.importorskip("rosbags")
 
+from support.engine_clock import Clock, NoHttp
 from support.recorded_bags import EpisodeBag, record_engine
-from support.seam_rig import ramp
+from support.seam_rig import HZ, STEPS, Scripted, ramp
 
-from sequence_ai_core.playback.engine import EngineConfig
+from sequence_ai_core.errors import Stalled
+from sequence_ai_core.playback.engine import EngineConfig, PlaybackEngine
 from sequence_ai_core.playback.handover import Handover
+from sequence_ai_core.playback.runner import drive
+from sequence_ai_core.recording.config import RecordConfig
 from sequence_ai_core.recording.episode_log import read_episode
 from sequence_ai_core.recording.measures import measure
+from sequence_ai_core.recording.recorder import FlightRecorder
 from sequence_ai_core.recording.summary import summary
 from sequence_ai_core.tools.cli import main
-from sequence_ai_core.types import FloatArray
+from sequence_ai_core.types import FloatArray, Observation, Proprioception
 
 ROOT = Path(__file__).resolve().parents[2]
 PERIOD = 0.1
@@ -79,7 +84,7 @@ KNOWN_OUTCOME: dict[str, object] = {
     "stalls": 1, "underrun_s": 0.2, "duty_cycle": 2.5 / 2.7, "max_gap_s": 0.3,
     "max_seam_jump": ARM_JUMP, "max_seam_step": ARM_JUMP, "seam_step_p95": 0.395,
     "blended_seams": 0, "latency_p50_s": 0.8, "latency_p95_s": 0.98, "skipped_stale": 0,
-    "skipped_late": 0, "elapsed_s": 3.5, "error": None,
+    "skipped_late": 0, "early_ticks": 0, "elapsed_s": 3.5, "error": None,
 }  # fmt: skip
 
 
@@ -150,7 +155,7 @@ COMPARED = (
     "actions", "chunks", "requests", "underruns", "stalls", "underrun_s", "duty_cycle",
     "max_gap_s", "max_seam_jump", "max_seam_step", "seam_step_p95", "blended_seams",
     "latency_p50_s", "latency_p95_s", "staleness_p50_s", "staleness_p95_s", "skipped_stale",
-    "skipped_late", "elapsed_s",
+    "skipped_late", "early_ticks", "elapsed_s",
 )  # fmt: skip
 
 
@@ -202,6 +207,38 @@ def test_without_started_events_the_starts_are_rebuilt_from_the_anchors(
     assert not found.starts_recorded and found.unattributed == 0
     assert _agree(found, outcome) == []
     assert "rebuilt from the recorded anchors" in summary(read_episode(tmp_path / "bag"))
+
+
+@pytest.mark.parametrize("space", KINDS)
+def test_early_ticks_the_engine_journaled_are_counted_again_from_its_bag(
+    space: str, tmp_path: Path
+) -> None:
+    """``drive`` and the flight recorder on the exact clock, with a loop ticking every half
+    period (a clock running fast): one chunk, then silence. Each step's second tick is early
+    (none in delta spaces, played in order), in the bag as in the outcome."""
+    clock = Clock()
+    gateway = Scripted(clock, ramp(_disagreeing), space, lambda n: 0.29 if n == 0 else 1e9)
+    config = EngineConfig(expected_covers_s=STEPS / HZ, expected_control_hz=HZ)
+    recorder = FlightRecorder(RecordConfig(tmp_path, image_hz=0.0), model="m", clock=clock)
+    engine = PlaybackEngine(NoHttp(), config, clock=clock, executor=gateway, journal=recorder)
+
+    def observe() -> Observation:
+        return Observation(proprioception=Proprioception(joint_positions=[clock.now]))
+
+    with engine:
+        outcome = drive(
+            engine, observe, lambda action: None, max_actions=1_000, clock=clock,
+            sleep=lambda s: gateway.advance(clock.now + 0.5 / HZ), stall_timeout_s=0.5,
+            journal=recorder,
+        )  # fmt: skip
+    assert recorder.close() and recorder.dropped == 0
+    assert isinstance(outcome.error, Stalled) and outcome.actions == STEPS
+    assert outcome.early_ticks == (0 if space == "ee_delta" else STEPS)
+    episode = read_episode(recorder.path)
+    found = measure(episode)
+    assert (found.early_ticks, found.actions) == (outcome.early_ticks, outcome.actions)
+    (row,) = [line for line in summary(episode, found).splitlines() if "early ticks" in line]
+    assert row.split()[-2:] == [str(outcome.early_ticks)] * 2
 
 
 def test_other_mcap_readers_read_the_bag_as_ros_2_messages(tmp_path: Path) -> None:

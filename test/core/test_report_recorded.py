@@ -26,7 +26,7 @@ from sequence_ai_sim.catalogue import SimModel
 pytest.importorskip("matplotlib")
 
 COUNTS = ("actions", "chunks", "requests", "underruns", "stalls", "blended_seams")
-COUNTS += ("skipped_stale", "skipped_late")
+COUNTS += ("skipped_stale", "skipped_late", "early_ticks")
 AMOUNTS = ("max_seam_jump", "max_seam_step", "seam_step_p95", "underrun_s", "duty_cycle")
 AMOUNTS += ("max_gap_s", "latency_p50_s", "latency_p95_s", "staleness_p50_s")
 

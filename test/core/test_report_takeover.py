@@ -78,9 +78,9 @@ OUTCOME: dict[str, object] = {
     "reason": "stopped", "actions": 18, "chunks": 2, "requests": 2, "underruns": 2,
     "stalls": 1, "underrun_s": 0.1, "duty_cycle": 1.8 / 1.9, "max_gap_s": 0.1,
     "max_seam_jump": 0.0, "max_seam_step": 0.0, "blended_seams": 0, "latency_p50_s": 0.15,
-    "latency_p95_s": 0.285, "skipped_stale": 0, "skipped_late": 0, "error": None,
-    "action_space": SPACE, "takeovers": 1, "takeover_s": 1.0, "max_resume_s": 0.3,
-    "max_resume_jump": 0.4, "label": "success",
+    "latency_p95_s": 0.285, "skipped_stale": 0, "skipped_late": 0, "early_ticks": 0,
+    "error": None, "action_space": SPACE, "takeovers": 1, "takeover_s": 1.0,
+    "max_resume_s": 0.3, "max_resume_jump": 0.4, "label": "success",
 }  # fmt: skip
 
 

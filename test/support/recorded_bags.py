@@ -243,6 +243,8 @@ def record_engine(
                     bag.event(now, "discarded", request=n + 1, latency_s=now - gateway.observed[n])
             gateway.answered.clear()
             if result.action is None:
+                if result.kind == "early":
+                    bag.event(now, "early")
                 if result.kind == "underrun" and not held:
                     bag.hold(now, "underrun")
                 held = held or result.kind == "underrun"
