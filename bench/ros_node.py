@@ -17,7 +17,9 @@ over the same window, so that they share the machine's load. Measured:
   instants each node published them (the writer's source stamp), at 15, 30 and 50 Hz
   (``control_hz``), with and without the cameras, over three episodes per row pair, their
   periods pooled (one window's p99 is its few slowest periods, which on a shared 2-core
-  machine swing either node's figure by a factor of two between runs);
+  machine swing either node's figure by a factor of two between runs), and how far the p99
+  ratio can be trusted (``_paired_bootstrap``: the spread of the ratio over the windows' 1 s
+  blocks resampled, the two nodes' together);
 - the same with each node in a cgroup limited to a quarter of one core (``_cpu_quota.py``),
   and the episode's duty and underruns from ``~/outcome``;
 - e-stop publish -> the hold (zero velocities) received back on ``action``, for a latched
@@ -44,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import _cpu_quota, _ros_peers
+from bench import _cpu_quota, _paired_bootstrap, _ros_peers
 from bench._common import BENCH_KEY, machine_note, ms, quantile, ratio, simulator_process, table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,11 +58,14 @@ RATES = (15.0, 30.0, 50.0)
 QUOTA_CORES = 0.25
 #: Episodes measured per rig, each a window of its own; their periods are pooled.
 WINDOWS = 3
+#: The span of the blocks the jitter ratio's interval resamples (``_paired_bootstrap``).
+BLOCK_S = 1.0
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 ESTOP_HEADERS = ["e-stop publisher", "trials", "p50 ms", "p95 ms", "max ms", "p50 ratio"]
 RATE_HEADERS = [
     "node", "control_hz", "cameras", "CPU share", "CPU ratio", "CPU ms/action", "rate Hz",
-    "rate ratio", "jitter p50 ms", "jitter p99 ms", "jitter ratio", "published p99 ms",
+    "rate ratio", "jitter p50 ms", "jitter p99 ms", "jitter ratio", "ratio 90 % interval",
+    "published p99 ms",
     "period max ms", "duty",
     "underruns",
 ]  # fmt: skip
@@ -309,14 +314,17 @@ def _window(rig: _Rig, seconds: float) -> dict[str, Any]:
     episode = rig.outcome.episode if rig.outcome is not None else 0
     assert rig.trigger("stop").success
     _wait(lambda: rig.outcome is not None and rig.outcome.episode > episode)
-    periods, published = {}, {}
+    periods, published, stamped = {}, {}, {}
     for who in pids:
         with rig.lock:
             pairs = list(itertools.pairwise(rig.actions[who][marks[who] : ends[who]]))
         published[who] = [(b[2] - a[2]) * 1e-9 for a, b in pairs]
         periods[who] = [(b[3] - a[3]) * 1e-9 for a, b in pairs]
+        off = (abs(p - 1.0 / rig.hz) for p in periods[who])
+        stamped[who] = [(b[3], o) for (_, b), o in zip(pairs, off, strict=True)]
     return {
         "periods": periods, "published": published, "cpu": cpu, "window": window,
+        "blocks": _paired_bootstrap.blocks(stamped, BLOCK_S),
         "throttled": throttled, "duty": rig.outcome.duty_cycle, "underruns": rig.outcome.underruns,
     }  # fmt: skip
 
@@ -337,6 +345,9 @@ def _pooled(windows: list[dict[str, Any]], hz: float) -> dict[str, dict[str, flo
     }
     for i, who in enumerate(("bare", "node")):
         result[who]["throttled"] = sum(w["throttled"][i] for w in windows if w["throttled"])
+    cut = [block for w in windows for block in w["blocks"]]
+    low, high = _paired_bootstrap.ratio_interval(cut, "node", "bare", 0.99)
+    result["node"] |= {"ratio_low": low, "ratio_high": high}
     return result
 
 
@@ -348,7 +359,9 @@ def _rows(hz: float, cameras: bool, label: str, r: dict[str, dict[str, float]]) 
             [f"{who}{label}", f"{hz:g}", "2" if cameras else "0", f"{s['share']:.3f}",
              ratio(s["share"], bare["share"]), ms(s["per_action"], 2), f"{s['rate']:.2f}",
              ratio(s["rate"], bare["rate"]), ms(s["jitter_p50"], 2), ms(s["jitter_p99"]),
-             ratio(s["jitter_p99"], bare["jitter_p99"]), ms(s["published_p99"]), ms(s["max"]),
+             ratio(s["jitter_p99"], bare["jitter_p99"]),
+             f"{s['ratio_low']:.2f}-{s['ratio_high']:.2f}x" if "ratio_low" in s else "",
+             ms(s["published_p99"]), ms(s["max"]),
              f"{s['duty']:.3f}" if "duty" in s else "",
              f"{s['underruns']:g}" if "duty" in s else ""]
         )  # fmt: skip
@@ -413,7 +426,9 @@ def measure(full: bool) -> str:
             "### Policy node against a bare rclpy node on the same inputs",
             table(RATE_HEADERS, rate_rows),
             "Ratios are to the bare node of the same row pair, measured over the same windows. "
-            + quota_note,
+            f"The jitter ratio's interval: 90 % of {_paired_bootstrap.REPLICATES} replicates "
+            f"of the pooled windows cut into {BLOCK_S:g} s blocks, drawn with replacement, "
+            "both nodes' periods from the same blocks. " + quota_note,
             "### E-stop publish to hold received (30 Hz, cameras)",
             table(ESTOP_HEADERS, estop_rows),
             machine_note(
