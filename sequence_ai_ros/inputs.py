@@ -1,9 +1,10 @@
 """The latest value of every input, and the observation built from them when a request is due.
 
-Callbacks only store messages (cheap, at sensor rate); images are converted and JPEG-encoded
-in ``observe``, which the engine calls only when it is about to send a request. Ages are
-measured from arrival on this machine's monotonic clock: header stamps may come from another
-clock (sim time, a camera's own clock), arrival time cannot be ahead of the truth.
+Callbacks only store messages (cheap, at sensor rate); the cameras' newest frames are fetched
+(``pull_frames``), converted and JPEG-encoded in ``observe``, which the engine calls only when
+it is about to send a request. Ages are measured from arrival on this machine's monotonic
+clock: header stamps may come from another clock (sim time, a camera's own clock), arrival
+time cannot be ahead of the truth.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ class InputStore:
         self.instruction = config.instruction
         #: Why the last observe() returned None; None when it succeeded.
         self.problem: str | None = None
+        #: Stores the cameras' newest frames (``on_image``) before ``observe`` reads them.
+        self.pull_frames: Callable[[], None] = lambda: None
 
     def warm_up(self) -> None:
         """Encode one blank frame as a request does: Pillow loads its codecs with its first
@@ -92,11 +95,14 @@ class InputStore:
             blank = image_to_rgb(2, 2, "rgb8", 6, bytes(12))
             encode_image(blank, view="warm-up", size=size, quality=quality)  # as RawFrame does
 
-    def _received(self, payload: object, stamp_s: float | None) -> _Received:
+    def _received(
+        self, payload: object, stamp_s: float | None, arrived: float | None = None
+    ) -> _Received:
         wall = self._wall()
         if stamp_s is None or stamp_s <= 0 or abs(stamp_s - wall) > _PLAUSIBLE_STAMP_S:
             stamp_s = wall
-        return _Received(payload, self._monotonic(), int(stamp_s * 1000))
+        arrived = self._monotonic() if arrived is None else arrived
+        return _Received(payload, arrived, int(stamp_s * 1000))
 
     def on_joint_state(
         self,
@@ -109,8 +115,15 @@ class InputStore:
             _JointMessage(names, positions, velocities, self._config), stamp_s
         )
 
-    def on_image(self, view: str, image: RawImage | bytes, stamp_s: float | None = None) -> None:
-        self._images[view] = self._received(image, stamp_s)
+    def on_image(
+        self,
+        view: str,
+        image: RawImage | bytes,
+        stamp_s: float | None = None,
+        arrived: float | None = None,
+    ) -> None:
+        """The latest frame of ``view``; ``arrived`` (monotonic) when it came before now."""
+        self._images[view] = self._received(image, stamp_s, arrived)
 
     def arm_problem(self, max_age_s: float | None = None) -> str | None:
         """Why there is no usable arm reading (none, unusable, or older than ``max_age_s``)."""
@@ -182,6 +195,8 @@ class InputStore:
 
     def observe(self) -> Observation | None:
         """An observation from fresh inputs, or None with ``problem`` naming the input."""
+        if self._config.cameras:
+            self.pull_frames()
         now = self._monotonic()
         try:
             joints = _reading(self._fresh("joint_states", self._joints, now))

@@ -5,7 +5,8 @@ Callbacks store inputs (``InputStore``) or call the episode controller, a narrow
 Commands go out through ``CommandSink`` on the publishers made here.
 
 QoS (docs/architecture.md §4; the tables are in docs/node.md): sensors best effort
-(sensor-data profile, which also matches reliable publishers); instruction, estop and
+(sensor-data profile, which also matches reliable publishers; cameras keep their newest frame
+only, taken when a request is due); instruction, estop and
 takeover reliable + transient local, so a late-joining node still sees a latched e-stop,
 plus volatile twins of each (reliable, and best effort), because DDS matches no volatile or
 best-effort publisher (``create_publisher(Bool, "estop", 10)``) with the latched one;
@@ -62,6 +63,11 @@ class EpisodeController(Protocol):
         """An operator's command on ``teleop_topic``."""
 
 
+#: A camera's subscription: best effort as the sensor-data profile, and only the newest frame
+#: kept, which is all a request takes (sensor_inputs.OnDemand).
+NEWEST_FRAME = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+
 def _stamp_s(stamp: Any) -> float:
     return float(stamp.sec) + float(stamp.nanosec) * 1e-9
 
@@ -114,19 +120,26 @@ class NodeInterfaces:
         return Publishers(action=action, gripper=gripper, chunk=chunk)
 
     def _create_sensor_inputs(self) -> None:
-        """Cameras and joint_states, off the control executor (sensor_inputs.py)."""
+        """Cameras and joint_states, off the control executor (sensor_inputs.py); the
+        cameras' frames taken when ``observe`` needs them."""
         sensors = SensorInputs(self.node, self.log_error)
         self._entities.append((SensorInputs.destroy, sensors))
-        sensor = qos_profile_sensor_data
-        sensors.subscribe(JointState, "joint_states", self._on_joint_state, sensor)
+        sensors.subscribe(JointState, "joint_states", self._on_joint_state, qos_profile_sensor_data)
+        cameras = []
         for camera in self.config.cameras:
-            view, topic = camera.view, camera.topic
-            if camera.compressed:
-                sensors.subscribe(
-                    CompressedImage, topic, partial(self._on_compressed, view), sensor
-                )
-            else:
-                sensors.subscribe(Image, topic, partial(self._on_image, view), sensor)
+            kind, store = (
+                (CompressedImage, self._on_compressed)
+                if camera.compressed
+                else (Image, self._on_image)
+            )
+            deliver = partial(store, camera.view)
+            cameras.append(sensors.on_demand(kind, camera.topic, deliver, NEWEST_FRAME))
+
+        def pull_frames() -> None:
+            for each in cameras:
+                each.pull()
+
+        self.inputs.pull_frames = pull_frames
 
     def _create_latched_inputs(self) -> None:
         """Each of instruction and estop three times: latched (state on join), reliable +
@@ -202,12 +215,12 @@ class NodeInterfaces:
     def _on_joint_state(self, msg: Any) -> None:
         self.inputs.on_joint_state(msg.name, msg.position, msg.velocity, _stamp_s(msg.header.stamp))
 
-    def _on_image(self, view: str, msg: Any) -> None:
+    def _on_image(self, view: str, msg: Any, arrived: float | None = None) -> None:
         raw = RawImage(msg.height, msg.width, msg.encoding, msg.step, _pixels(msg.data))
-        self.inputs.on_image(view, raw, _stamp_s(msg.header.stamp))
+        self.inputs.on_image(view, raw, _stamp_s(msg.header.stamp), arrived)
 
-    def _on_compressed(self, view: str, msg: Any) -> None:
-        self.inputs.on_image(view, bytes(msg.data), _stamp_s(msg.header.stamp))
+    def _on_compressed(self, view: str, msg: Any, arrived: float | None = None) -> None:
+        self.inputs.on_image(view, bytes(msg.data), _stamp_s(msg.header.stamp), arrived)
 
     def _on_instruction(self, msg: Any) -> None:
         self.inputs.instruction = msg.data

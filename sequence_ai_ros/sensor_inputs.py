@@ -1,5 +1,6 @@
-"""The high-rate sensor subscriptions (cameras, ``joint_states``) on a node of their own, taken
-on a thread by a wait loop of their own.
+"""The high-rate sensor subscriptions (cameras, ``joint_states``) on a node of their own:
+``joint_states`` taken on a thread by a wait loop of their own, the cameras only when a request
+needs a frame (``OnDemand``).
 
 An rclpy executor rebuilds its wait set from every entity of its nodes on each wake and wraps
 each callback in a task, which cost more CPU than the control tick itself, at every camera
@@ -7,6 +8,13 @@ frame and joint state (docs/performance.md, "Measured on real rclpy"). Here a wa
 ``rcl_wait`` on these subscriptions and a take, and the control executor wakes for its timer,
 the e-stop and the services only. The callbacks only store into
 ``InputStore``, which the control thread reads: each store is one reference assignment.
+
+Taking a camera's frame converts and copies the whole image under the GIL, at every frame of
+every camera, where a request uses one frame of each about twice a second (docs/performance.md,
+"Measured on real rclpy"). So the cameras' subscriptions
+keep only their newest frame (depth 1) and stay out of the loop; a request takes it, dated by
+the middleware's reception stamp, so that its age is the same as if it had been taken on
+arrival.
 
 The loop uses rclpy's wait set binding, as its executors do (the same calls in Humble's rclpy
 3.3 and Jazzy's 7.1); subscriptions get no event handlers, which nothing here would wait on.
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -54,15 +63,29 @@ class SensorInputs:
         self._thread.start()
 
     def subscribe(self, msg_type: Any, topic: str, callback: Any, qos: Any) -> None:
-        subscription = self.node.create_subscription(
+        """Every message taken on the loop's thread as it arrives, to ``callback(msg)``."""
+        self.adopt(self._create(msg_type, topic, callback, qos))
+
+    def on_demand(
+        self, msg_type: Any, topic: str, deliver: Callable[[Any, float | None], None], qos: Any
+    ) -> OnDemand:
+        """A subscription taken only by ``OnDemand.pull``: ``deliver(msg, arrived)``."""
+        subscription = self._create(msg_type, topic, lambda msg: deliver(msg, None), qos)
+        return OnDemand(self, subscription, deliver)
+
+    def adopt(self, subscription: Any) -> None:
+        """Into the wait loop, from any thread: the loop reads the tuple afresh each wait."""
+        self._subscriptions = (*self._subscriptions, subscription)
+        self._wake.trigger()
+
+    def _create(self, msg_type: Any, topic: str, callback: Any, qos: Any) -> Any:
+        return self.node.create_subscription(
             msg_type,
             self._owner.resolve_topic_name(topic),
             callback,
             qos,
             event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False),
         )
-        self._subscriptions = (*self._subscriptions, subscription)  # the loop reads a tuple
-        self._wake.trigger()
 
     def _spin(self) -> None:
         context = self.node.context
@@ -97,3 +120,43 @@ class SensorInputs:
         self._wake.trigger()
         self._thread.join(timeout=_STOP_TIMEOUT_S)
         self.node.destroy_node()
+
+
+def _arrived(received_ns: int) -> float:
+    """A reception stamp (system clock, ns) on the monotonic clock; never in the future."""
+    return time.monotonic() - max(0.0, time.time() - received_ns * 1e-9)
+
+
+class OnDemand:
+    """A subscription outside the wait loop. ``pull`` takes what arrived since the last pull
+    and hands the newest message to ``deliver`` with its arrival (monotonic). A middleware
+    that gives no reception stamp (0) cannot date a message taken late: that message is
+    dropped and the subscription joins the loop, whose callback dates each one as it is taken
+    (``deliver(msg, None)``)."""
+
+    def __init__(
+        self, sensors: SensorInputs, subscription: Any, deliver: Callable[[Any, float | None], None]
+    ) -> None:
+        self._sensors = sensors
+        self._subscription = subscription
+        self._deliver = deliver
+        #: Taken on the loop, as every message arrives (no reception stamps).
+        self.on_arrival = False
+
+    def pull(self) -> None:
+        if self.on_arrival:
+            return
+        newest = None
+        subscription = self._subscription
+        with subscription.handle:
+            while taken := subscription.handle.take_message(subscription.msg_type, False):
+                newest = taken
+        if newest is None:
+            return
+        message, info = newest
+        received_ns = info.get("received_timestamp", 0) if isinstance(info, dict) else 0
+        if not received_ns:
+            self.on_arrival = True
+            self._sensors.adopt(subscription)
+            return
+        self._deliver(message, _arrived(received_ns))

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -120,3 +122,82 @@ def test_the_imported_rclpy_is_real_and_nothing_shadows_it() -> None:
     assert any(Path(rclpy.__file__).parent.glob("_rclpy_pybind11*")), rclpy.__file__
     with pytest.raises(importlib.metadata.PackageNotFoundError):
         importlib.metadata.version("rclpy-intellisense")
+
+
+def _frame(stamp_s: float) -> Any:
+    from sensor_msgs.msg import Image
+
+    msg = Image(height=2, width=2, encoding="rgb8", step=6, data=bytes(12))
+    msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp_s), int(stamp_s % 1 * 1e9)
+    return msg
+
+
+def test_a_camera_frame_is_taken_when_a_request_needs_it_and_dated_by_its_arrival(
+    inprocess: Any,
+) -> None:
+    """The newest frame only, and its age from when it arrived: a frame taken late must not
+    pass for a fresh one (max_observation_age_s)."""
+    from sensor_msgs.msg import Image
+
+    run = inprocess(camera_views=["exterior_1"], camera_topics=["cam"], max_observation_age_s=0.5)
+    node = run.node
+    assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    camera = rclpy.create_node("camera", namespace=run.namespace, context=node.context)
+    try:
+        publisher = camera.create_publisher(Image, "cam", 10)
+        wait_for(lambda: publisher.get_subscription_count() >= 1, what="the camera subscriber")
+        inputs = node.io.inputs
+        now = time.time()
+        for stamp in (now - 0.3, now - 0.2, now - 0.1):
+            publisher.publish(_frame(stamp))
+        time.sleep(0.2)
+        inputs.on_joint_state([*JOINTS], [0.0] * 7, [])
+        observation = inputs.observe()
+        assert observation is not None, inputs.problem
+        assert [f.timestamp_ms for f in observation.images] == [int((now - 0.1) * 1000)]
+
+        publisher.publish(_frame(time.time()))
+        time.sleep(0.7)  # arrived 0.7 s before it is first taken
+        inputs.on_joint_state([*JOINTS], [0.0] * 7, [])
+        assert inputs.observe() is None
+        assert inputs.problem is not None and "image on cam is 0.7" in inputs.problem
+    finally:
+        camera.destroy_node()
+
+
+class _NoStamps:
+    """A subscription whose middleware dates nothing: rclpy's take_message gives a
+    received_timestamp of 0 then (rmw_message_info_t left as initialised)."""
+
+    msg_type = object
+
+    def __init__(self, messages: int) -> None:
+        self.left = messages
+        self.handle = self
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def take_message(self, msg_type: Any, raw: bool) -> Any:
+        if not self.left:
+            return None
+        self.left -= 1
+        return ("frame", {"source_timestamp": 0, "received_timestamp": 0})
+
+
+def test_frames_without_a_reception_stamp_are_taken_as_they_arrive_instead() -> None:
+    from sequence_ai_ros.sensor_inputs import OnDemand
+
+    adopted: list[Any] = []
+    delivered: list[Any] = []
+    sensors = type("Sensors", (), {"adopt": lambda self, s: adopted.append(s)})()
+    subscription = _NoStamps(messages=2)
+    frames = OnDemand(sensors, subscription, lambda m, arrived: delivered.append((m, arrived)))
+    frames.pull()
+    assert delivered == [] and adopted == [subscription] and frames.on_arrival
+    subscription.left = 1
+    frames.pull()  # the loop takes it now, as it arrives
+    assert subscription.left == 1 and adopted == [subscription]
