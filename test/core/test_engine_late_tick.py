@@ -11,6 +11,8 @@ Every run is on a fake clock (``seam_rig.Scripted``): the counts are exact.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pytest
 from support.engine_clock import Clock, NoHttp
@@ -87,12 +89,21 @@ def test_ticks_at_twice_the_plan_s_rate_are_counted_early_and_send_nothing_more(
     """A loop ticking every half period (a clock running fast): each step's slot gets two
     ticks, and the second is early, in the outcome and in the live numbers. Order-played
     (delta) spaces play the next step on every tick: none is early there."""
+    sent, kinds, outcome, live = _run(space, (k * PERIOD / 2 for k in range(6 * STEPS)))
+    assert sent == list(range(STEPS)) and outcome.actions == STEPS
+    early = 0 if space == "joint_delta" else STEPS  # the last step's second tick too
+    assert kinds.count("early") == early == outcome.early_ticks == live
+    assert outcome.skipped_late == 0
+
+
+def _run(space: str, times: Iterable[float]) -> tuple[list[int], list[str], RunOutcome, int]:
+    """Ticks at ``times``: the steps sent, each tick's kind, the outcome, and the live
+    snapshot's count of early ticks at the end."""
     engine, gateway = _engine(space)
     sent: list[int] = []
     kinds: list[str] = []
     with engine:
-        for k in range(6 * STEPS):
-            now = k * PERIOD / 2
+        for now in times:
             gateway.advance(now)
             tick = engine.tick(now, lambda: _observe(gateway.clock))
             kinds.append(tick.kind)
@@ -101,27 +112,13 @@ def test_ticks_at_twice_the_plan_s_rate_are_counted_early_and_send_nothing_more(
                 sent.append(int(tick.action[0]))
         live = engine.snapshot()["early_ticks"]
         outcome = engine.outcome(reason="completed", stopped_early=False)
-    assert sent == list(range(STEPS)) and outcome.actions == STEPS
-    early = 0 if space == "joint_delta" else STEPS  # the last step's second tick too
-    assert kinds.count("early") == early == outcome.early_ticks == live
-    assert outcome.skipped_late == 0
+    return sent, kinds, outcome, live
 
 
 def _ticks(space: str, late_tick: int, late: float) -> tuple[list[int], list[str], RunOutcome]:
     """Ticks on the period grid but ``late_tick``, ``late`` periods behind it."""
-    engine, gateway = _engine(space)
-    sent: list[int] = []
-    kinds: list[str] = []
-    with engine:
-        for k in range(3 * STEPS):
-            now = (k + (late if k == late_tick else 0.0)) * PERIOD
-            gateway.advance(now)
-            tick = engine.tick(now, lambda: _observe(gateway.clock))
-            kinds.append(tick.kind)
-            if tick.action is not None:
-                engine.commit()
-                sent.append(int(tick.action[0]))
-        outcome = engine.outcome(reason="completed", stopped_early=False)
+    times = ((k + (late if k == late_tick else 0.0)) * PERIOD for k in range(3 * STEPS))
+    sent, kinds, outcome, _ = _run(space, times)
     return sent, kinds, outcome
 
 
