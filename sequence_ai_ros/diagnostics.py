@@ -31,7 +31,8 @@ def hardware_id(given: str, model: str) -> str:
 _OUTCOME_FIELDS = (
     "actions", "chunks", "elapsed_s", "underruns", "underrun_s", "max_gap_s", "max_seam_jump",
     "max_seam_step", "seam_step_p95", "blended_seams",
-    "skipped_stale", "retries", "requests", "latency_p50_s", "latency_p95_s",
+    "skipped_stale", "skipped_late", "early_ticks", "retries", "requests", "latency_p50_s",
+    "latency_p95_s",
     "staleness_p50_s", "staleness_p95_s", "duty_cycle", "reason",
     "takeovers", "takeover_s", "max_resume_s", "max_resume_jump", "label",
 )  # fmt: skip

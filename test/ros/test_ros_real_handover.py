@@ -42,7 +42,10 @@ def test_the_node_publishes_the_blended_command_at_each_seam(
     assert end["last.reason"] == "completed", end
     jump, sent = float(end["last.max_seam_jump"]), float(end["last.max_seam_step"])
     assert int(end["last.blended_seams"]) >= 3, end
-    assert sent < 0.5 * jump, end  # the plan jumped; the arm was sent the hand-over
+    # A chunk after an underrun plays from its first step, and a late tick skips a step: on a
+    # loaded machine either may land in a hand-over. Otherwise the arm was sent the hand-over.
+    clean = end["last.underruns"] == end["last.skipped_late"] == "0"
+    assert sent < (0.5 if clean else 1.0) * jump, end
     arm = np.array([message.data[:7] for message in actions.snapshot()])
     # an underrun hold (zero velocities, on a loaded machine) is not a seam: leave it out
     arm = arm[np.any(arm != 0.0, axis=1)][:150]
