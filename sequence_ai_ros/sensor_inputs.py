@@ -9,12 +9,11 @@ frame and joint state (docs/performance.md, "Measured on real rclpy"). Here a wa
 the e-stop and the services only. The callbacks only store into
 ``InputStore``, which the control thread reads: each store is one reference assignment.
 
-Taking a camera's frame converts and copies the whole image under the GIL, at every frame of
-every camera, where a request uses one frame of each about twice a second (docs/performance.md,
-"Measured on real rclpy"). So the cameras' subscriptions
-keep only their newest frame (depth 1) and stay out of the loop; a request takes it, dated by
-the middleware's reception stamp, so that its age is the same as if it had been taken on
-arrival.
+Taking a camera's frame converts and copies the whole image under the GIL, and a request uses
+one frame of each camera about twice a second (docs/performance.md, "Measured on real rclpy").
+So a camera's subscription keeps only its newest frame (depth 1) and stays out of the loop; a
+request takes it, dated by the middleware's reception stamp, so that its age is the same as if
+it had been taken on arrival.
 
 The loop uses rclpy's wait set binding, as its executors do (the same calls in Humble's rclpy
 3.3 and Jazzy's 7.1); subscriptions get no event handlers, which nothing here would wait on.
