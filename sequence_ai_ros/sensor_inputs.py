@@ -13,7 +13,8 @@ Taking a camera's frame converts and copies the whole image under the GIL, and a
 one frame of each camera about twice a second (docs/performance.md, "Measured on real rclpy").
 So a camera's subscription keeps only its newest frame (depth 1) and stays out of the loop; a
 request takes it, dated by the middleware's reception stamp, so that its age is the same as if
-it had been taken on arrival.
+it had been taken on arrival. That holds on Fast DDS, Humble's and Jazzy's default
+(``DATED_ON_ARRIVAL``); on another middleware the cameras are taken on arrival as well.
 
 The loop uses rclpy's wait set binding, as its executors do (the same calls in Humble's rclpy
 3.3 and Jazzy's 7.1); subscriptions get no event handlers, which nothing here would wait on.
@@ -29,6 +30,7 @@ from typing import Any
 
 import rclpy
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.utilities import get_rmw_implementation_identifier
 
 try:  # Jazzy (rclpy 7.1); importing rclpy.qos_event there warns that it is deprecated
     from rclpy.event_handler import SubscriptionEventCallbacks
@@ -39,6 +41,10 @@ except ImportError:  # Humble (rclpy 3.3)
 _WAIT_NS = 500_000_000
 #: How long destroy() waits for the thread.
 _STOP_TIMEOUT_S = 2.0
+#: Middlewares whose reception stamp is when a message arrived (rmw_fastrtps_shared_cpp's take:
+#: Fast DDS's reception time, Humble to Jazzy). rmw_cyclonedds_cpp gives 0 (Humble) or the
+#: time of the take (Jazzy), by which a frame taken late would pass for a fresh one.
+DATED_ON_ARRIVAL = frozenset({"rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp"})
 
 
 class SensorInputs:
@@ -68,9 +74,13 @@ class SensorInputs:
     def on_demand(
         self, msg_type: Any, topic: str, deliver: Callable[[Any, float | None], None], qos: Any
     ) -> OnDemand:
-        """A subscription taken only by ``OnDemand.pull``: ``deliver(msg, arrived)``."""
+        """A subscription taken only by ``OnDemand.pull``: ``deliver(msg, arrived)``; on a
+        middleware not in ``DATED_ON_ARRIVAL``, taken on the loop as it arrives."""
         subscription = self._create(msg_type, topic, lambda msg: deliver(msg, None), qos)
-        return OnDemand(self, subscription, deliver)
+        frames = OnDemand(self, subscription, deliver)
+        if get_rmw_implementation_identifier() not in DATED_ON_ARRIVAL:
+            frames.take_on_arrival()
+        return frames
 
     def adopt(self, subscription: Any) -> None:
         """Into the wait loop, from any thread: the loop reads the tuple afresh each wait."""
@@ -128,10 +138,10 @@ def _arrived(received_ns: int) -> float:
 
 class OnDemand:
     """A subscription outside the wait loop. ``pull`` takes what arrived since the last pull
-    and hands the newest message to ``deliver`` with its arrival (monotonic). A middleware
-    that gives no reception stamp (0) cannot date a message taken late: that message is
-    dropped and the subscription joins the loop, whose callback dates each one as it is taken
-    (``deliver(msg, None)``)."""
+    and hands the newest message to ``deliver`` with its arrival (monotonic). Where the
+    reception stamp cannot date a message taken late (a middleware not known to stamp
+    arrivals, or a stamp of 0, which then drops that message), the subscription joins the
+    loop, whose callback dates each one as it is taken (``deliver(msg, None)``)."""
 
     def __init__(
         self, sensors: SensorInputs, subscription: Any, deliver: Callable[[Any, float | None], None]
@@ -155,7 +165,12 @@ class OnDemand:
         message, info = newest
         received_ns = info.get("received_timestamp", 0) if isinstance(info, dict) else 0
         if not received_ns:
-            self.on_arrival = True
-            self._sensors.adopt(subscription)
+            self.take_on_arrival()
             return
         self._deliver(message, _arrived(received_ns))
+
+    def take_on_arrival(self) -> None:
+        """From now on every message is taken on the loop as it arrives; ``pull`` does nothing."""
+        if not self.on_arrival:
+            self.on_arrival = True
+            self._sensors.adopt(self._subscription)

@@ -201,3 +201,39 @@ def test_frames_without_a_reception_stamp_are_taken_as_they_arrive_instead() -> 
     subscription.left = 1
     frames.pull()  # the loop takes it now, as it arrives
     assert subscription.left == 1 and adopted == [subscription]
+
+
+@pytest.mark.parametrize("middleware", ["rmw_fastrtps_cpp", "rmw_cyclonedds_cpp"])
+def test_frames_are_taken_on_arrival_where_the_middleware_does_not_date_them(
+    inprocess: Any, monkeypatch: pytest.MonkeyPatch, middleware: str
+) -> None:
+    """rmw_cyclonedds_cpp stamps a message's reception when it is taken (Jazzy) or not at all
+    (Humble): there a camera is taken on arrival, by the loop, not left for a request."""
+    from sensor_msgs.msg import Image
+
+    from sequence_ai_ros import sensor_inputs
+    from sequence_ai_ros.interfaces import NEWEST_FRAME
+
+    monkeypatch.setattr(sensor_inputs, "get_rmw_implementation_identifier", lambda: middleware)
+    run = inprocess()
+    sensors = sensor_inputs.SensorInputs(run.node, lambda text: None)
+    camera = rclpy.create_node("camera", namespace=run.namespace, context=run.node.context)
+    try:
+        delivered: list[Any] = []
+        frames = sensors.on_demand(
+            Image, "cam", lambda m, arrived: delivered.append(arrived), NEWEST_FRAME
+        )
+        publisher = camera.create_publisher(Image, "cam", 10)
+        wait_for(lambda: publisher.get_subscription_count() >= 1, what="the camera subscriber")
+        publisher.publish(_frame(time.time()))
+        if middleware in sensor_inputs.DATED_ON_ARRIVAL:
+            time.sleep(0.3)
+            assert delivered == [] and not frames.on_arrival  # left for a request
+            frames.pull()
+            assert len(delivered) == 1 and delivered[0] is not None
+        else:
+            wait_for(lambda: delivered, what="the frame taken on arrival")
+            assert delivered == [None] and frames.on_arrival  # dated as it is taken
+    finally:
+        sensors.destroy()
+        camera.destroy_node()
