@@ -195,8 +195,7 @@ class InputStore:
 
     def observe(self) -> Observation | None:
         """An observation from fresh inputs, or None with ``problem`` naming the input."""
-        if self._config.cameras:
-            self.pull_frames()
+        self.pull_frames()
         now = self._monotonic()
         try:
             joints = _reading(self._fresh("joint_states", self._joints, now))
