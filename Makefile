@@ -40,7 +40,7 @@ HUMBLE_VENV := .venv-humble
 DISTRO_PACKAGES := pip setuptools wheel numpy Pillow PyYAML httpx httpcore colcon-common-extensions
 OPENPI_PEERS := openpi-server==0.1.0 openpi-client==0.1.2
 
-.PHONY: demo test check lint typecheck pytest pytest-ros floor-humble bench bench-full bench-ros soak clean \
+.PHONY: demo test check lint typecheck pytest pytest-ros floor-humble bench bench-full bench-ros bench-ros-full soak clean \
 	suite-main timing-main suite-jazzy timing-jazzy real-ros suite-humble timing-humble floor-venvs
 
 $(BIN)/python:
@@ -220,6 +220,9 @@ bench-full: $(VENV)/.test
 
 bench-ros: $(ROS_VENV)/.installed $(ROS_WS)/.built
 	. $(ROS_WS)/install/setup.sh && $(ROS_BIN)/python -m bench ros_node
+
+bench-ros-full: $(ROS_VENV)/.installed $(ROS_WS)/.built
+	. $(ROS_WS)/install/setup.sh && $(ROS_BIN)/python -m bench --full ros_node
 
 soak: $(VENV)/.test
 	$(BIN)/python -m pytest -q -s -m soak
